@@ -1,0 +1,27 @@
+# Each target is one line of intent; see README.md.
+PYTHON ?= .venv/bin/python
+RUNS ?= outputs results/runs
+DATASETS ?= ETTh1 ETTh2 ETTm1 exchange_rate
+
+.PHONY: setup test lint data tables figures bench
+
+setup:  ## create .venv and install the package with its test tools (torch 2.13.0 CPU build)
+	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q && .venv/bin/pip install -e ".[dev]"
+
+test:  ## the whole test suite (CPU, no network, smoke-sized)
+	$(PYTHON) -m pytest -q
+
+lint:  ## ruff lint and format check
+	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check .
+
+data:  ## download and verify datasets into data/ (DATASETS="ETTh1 ptb ..." picks; RA_DATA_MIRROR reads a mirror)
+	$(PYTHON) scripts/download_data.py $(DATASETS)
+
+tables:  ## rebuild results/*.md and *.csv from every summary.json under $(RUNS)
+	$(PYTHON) scripts/make_tables.py --runs $(RUNS) --out results
+
+figures:  ## plots of the efficiency benchmark results
+	$(PYTHON) scripts/bench.py --plot-only --out results/bench
+
+bench:  ## operator and streaming speed/memory ratios vs SDPA / KV cache, printed and plotted
+	$(PYTHON) scripts/bench.py --out results/bench

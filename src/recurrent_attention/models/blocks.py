@@ -1,0 +1,117 @@
+"""The residual block and layer stack shared by every attention backbone.
+
+Only the token mixer (the attention) differs between backbones, so parameter counts differ only
+by what the mixer adds (Aaren: one learned query per layer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from recurrent_attention.models.base import Backbone, State
+
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
+
+
+class FeedForward(nn.Sequential):
+    """Position-wise two-layer MLP (TSLib's kernel-1 convolutions are the same map)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str) -> None:
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"model.activation={activation!r}: choose one of {sorted(ACTIVATIONS)}")
+        super().__init__(
+            nn.Linear(d_model, d_ff), ACTIVATIONS[activation](), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
+        )
+
+
+class ResidualBlock(nn.Module):
+    """Mixer + feed-forward, each with dropout and a residual, post-norm (TSLib) or pre-norm (GPT)."""
+
+    def __init__(
+        self, mixer: nn.Module, d_model: int, d_ff: int, dropout: float, activation: str, norm_first: bool
+    ) -> None:
+        super().__init__()
+        self.mixer = mixer
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm_mix, self.norm_ff = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def _residual(self, x: Tensor, mixed_fn: Callable[[Tensor], tuple[Tensor, State]]) -> tuple[Tensor, State]:
+        if self.norm_first:
+            mixed, state = mixed_fn(self.norm_mix(x))
+            x = x + self.dropout(mixed)
+            return x + self.dropout(self.ff(self.norm_ff(x))), state
+        mixed, state = mixed_fn(x)
+        x = self.norm_mix(x + self.dropout(mixed))
+        return self.norm_ff(x + self.dropout(self.ff(x))), state
+
+    def forward(self, x: Tensor, state: State | None = None) -> tuple[Tensor, State]:
+        return self._residual(x, lambda h: self.mixer(h, state))
+
+    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
+        return self._residual(x_t, lambda h: self.mixer.step(h, state))
+
+
+class LayerStack(Backbone):
+    """A stack of residual blocks around token mixers; the state is one mixer state per layer."""
+
+    def __init__(
+        self,
+        mixers: Sequence[nn.Module],
+        d_model: int,
+        d_ff: int,
+        dropout: float,
+        activation: str = "gelu",
+        norm_first: bool = False,
+        final_norm: bool = True,
+    ) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.blocks = nn.ModuleList(
+            ResidualBlock(mixer, d_model, d_ff, dropout, activation, norm_first) for mixer in mixers
+        )
+        self.norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+
+    def forward(self, x: Tensor, state: State | None = None) -> tuple[Tensor, State]:
+        states = state if state is not None else [None] * len(self.blocks)
+        new_states = []
+        for block, layer_state in zip(self.blocks, states, strict=True):
+            x, layer_state = block(x, layer_state)
+            new_states.append(layer_state)
+        return self.norm(x), new_states
+
+    def init_state(
+        self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None
+    ) -> State:
+        return [block.mixer.init_state(batch_size, device, dtype) for block in self.blocks]
+
+    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
+        new_states = []
+        for block, layer_state in zip(self.blocks, state, strict=True):
+            x_t, layer_state = block.step(x_t, layer_state)
+            new_states.append(layer_state)
+        return self.norm(x_t), new_states
+
+
+class HeadProjections(nn.Module):
+    """Query/key/value/output projections shared by softmax attention and Aaren."""
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"model.d_model={d_model} must be divisible by model.n_heads={n_heads}")
+        self.n_heads, self.d_head = n_heads, d_model // n_heads
+        self.q_proj, self.k_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.v_proj, self.out_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``(..., N, d_model)`` -> ``(..., H, N, d_head)``."""
+        return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(-3, -2)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """``(..., H, N, d_head)`` -> ``(..., N, d_model)``."""
+        return self.out_proj(x.transpose(-3, -2).flatten(-2))

@@ -1,0 +1,1 @@
+"""Run summaries and the tables built from them."""

@@ -1,0 +1,52 @@
+"""``summary.json``: the one record of a finished run that every results table is built from."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SUMMARY_NAME = "summary.json"
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write via a temporary file in the same folder and rename, so readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+        tmp.write(text)
+        tmp.flush()
+        os.fsync(tmp.fileno())
+    os.replace(tmp.name, path)
+
+
+def write_summary(run_dir: str | Path, record: dict[str, Any]) -> Path:
+    path = Path(run_dir) / SUMMARY_NAME
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def git_commit(cwd: str | Path | None = None) -> str | None:
+    """The checkout's commit, with ``-dirty`` when it has uncommitted changes; None outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("-dirty" if dirty else "")
+
+
+def device_description() -> str:
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    return f"CPU {platform.processor() or platform.machine()} x{os.cpu_count()} threads={torch.get_num_threads()}"

@@ -1,0 +1,191 @@
+"""TSLib-protocol forecasting data: CSV reading, split borders, train-only scaling, windows.
+
+Borders follow Time-Series-Library: ETT uses fixed 12/4/4-month splits (hourly 8640/2880/2880
+rows, x4 for the 15-minute files); other CSVs split 70/10/20. Validation and test windows start
+``seq_len`` rows before their border so that every target row belongs to its split. The scaler
+sees the training rows only.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from recurrent_attention.data import resolve_file
+from recurrent_attention.tasks.tsf.timefeatures import time_features
+
+SPLITS = ("train", "val", "test")
+ETT_MONTH_ROWS = {"ett_hour": 30 * 24, "ett_minute": 30 * 24 * 4}
+
+
+def read_csv(path: str | Path) -> pd.DataFrame:
+    """Read a TSLib CSV: CRLF or LF line ends, UTF-8 or legacy (Latin-1) header bytes."""
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")  # weather.csv's header has Latin-1 unit symbols (e.g. "m²")
+    frame = pd.read_csv(io.StringIO(text))
+    if "date" not in frame.columns:
+        raise ValueError(f"{path}: no 'date' column in header {list(frame.columns)[:5]}...")
+    return frame
+
+
+def split_borders(n_rows: int, seq_len: int, layout: str) -> list[tuple[int, int]]:
+    """``[(start, end)]`` row ranges of train, val, test (end exclusive), TSLib's arithmetic."""
+    if layout in ETT_MONTH_ROWS:
+        month = ETT_MONTH_ROWS[layout]
+        ends = [12 * month, 16 * month, 20 * month]
+        if n_rows < ends[-1]:
+            raise ValueError(f"layout {layout} needs at least {ends[-1]} rows, the file has {n_rows}")
+    elif layout == "custom":
+        n_train, n_test = int(n_rows * 0.7), int(n_rows * 0.2)
+        ends = [n_train, n_rows - n_test, n_rows]
+    else:
+        raise ValueError(f"task.layout={layout!r}: choose ett_hour, ett_minute or custom")
+    starts = [0, ends[0] - seq_len, ends[1] - seq_len]
+    return list(zip(starts, ends, strict=True))
+
+
+@dataclass
+class Standardizer:
+    """Per-channel z-scoring fitted on training rows only (population std, as sklearn's StandardScaler)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, values: np.ndarray) -> Standardizer:
+        std = values.std(axis=0)
+        return cls(values.mean(axis=0), np.where(std > 0, std, 1.0))
+
+    def transform(self, values: np.ndarray) -> np.ndarray:
+        return (values - self.mean) / self.std
+
+    def inverse(self, values: np.ndarray) -> np.ndarray:
+        return values * self.std + self.mean
+
+
+def select_columns(frame: pd.DataFrame, features: str, target: str) -> pd.DataFrame:
+    """TSLib's column order: every channel but the date, the target last; ``S`` keeps the target only."""
+    if target not in frame.columns:
+        raise ValueError(f"task.target={target!r} is not a column of the CSV ({list(frame.columns)[:8]}...)")
+    if features == "S":
+        return frame[[target]]
+    if features == "M":
+        others = [c for c in frame.columns if c not in ("date", target)]
+        return frame[[*others, target]]
+    raise ValueError(f"task.features={features!r}: choose M (all channels) or S (target only)")
+
+
+class ForecastWindows(Dataset):
+    """Every window of ``seq_len`` inputs followed by ``pred_len`` targets inside one split."""
+
+    def __init__(self, values: np.ndarray, marks: np.ndarray, seq_len: int, pred_len: int) -> None:
+        self.values = torch.as_tensor(values, dtype=torch.float32)
+        self.marks = torch.as_tensor(marks, dtype=torch.float32)
+        self.seq_len, self.pred_len = seq_len, pred_len
+        if len(self) <= 0:
+            raise ValueError(f"a split of {len(values)} rows is too short for {seq_len}+{pred_len}-step windows")
+
+    def __len__(self) -> int:
+        return len(self.values) - self.seq_len - self.pred_len + 1
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        mid, end = i + self.seq_len, i + self.seq_len + self.pred_len
+        return {
+            "x": self.values[i:mid],
+            "y": self.values[mid:end],
+            "x_mark": self.marks[i:mid],
+            "y_mark": self.marks[mid:end],
+        }
+
+
+class TSFDataModule(L.LightningDataModule):
+    """Windows of a registered CSV source, scaled with training statistics.
+
+    ``compat="reference"`` drops the last incomplete test batch as TSLib did until July 2024;
+    the default evaluates every test window.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        layout: str,
+        seq_len: int = 96,
+        pred_len: int = 96,
+        features: str = "M",
+        target: str = "OT",
+        freq: str = "h",
+        n_channels: int | None = None,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        compat: str = "default",
+        data_dir: str = "data",
+        mirror: str | None = None,
+        download: bool = True,
+        path: str | None = None,
+    ) -> None:
+        super().__init__()
+        if compat not in ("default", "reference"):
+            raise ValueError(f"task.compat={compat!r}: choose default or reference")
+        self.source, self.layout, self.path = source, layout, path
+        self.seq_len, self.pred_len = seq_len, pred_len
+        self.features, self.target, self.freq = features, target, freq
+        self.n_channels, self.batch_size, self.num_workers = n_channels, batch_size, num_workers
+        self.compat, self.data_dir, self.mirror, self.download = compat, data_dir, mirror, download
+        self.datasets: dict[str, ForecastWindows] = {}
+        self.scaler: Standardizer | None = None
+
+    def csv_path(self) -> Path:
+        """An explicit ``path`` wins (own data); otherwise the registry resolves and verifies the file."""
+        if self.path is not None:
+            return Path(self.path)
+        return resolve_file(self.source, "csv", self.data_dir, self.mirror, self.download)
+
+    def prepare_data(self) -> None:
+        self.csv_path()
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.datasets:
+            return
+        frame = read_csv(self.csv_path())
+        values = select_columns(frame, self.features, self.target).to_numpy(dtype=np.float64)
+        if self.n_channels is not None and values.shape[1] != self.n_channels:
+            raise ValueError(
+                f"task.n_channels={self.n_channels} but {self.source} has {values.shape[1]} channels "
+                f"with features={self.features}"
+            )
+        marks = time_features(pd.to_datetime(frame["date"]), self.freq)
+        borders = split_borders(len(frame), self.seq_len, self.layout)
+        train_start, train_end = borders[0]
+        self.scaler = Standardizer.fit(values[train_start:train_end])
+        scaled = self.scaler.transform(values)
+        for split, (start, end) in zip(SPLITS, borders, strict=True):
+            self.datasets[split] = ForecastWindows(scaled[start:end], marks[start:end], self.seq_len, self.pred_len)
+
+    def _loader(self, split: str, shuffle: bool, drop_last: bool) -> DataLoader:
+        return DataLoader(
+            self.datasets[split],
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True, drop_last=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False, drop_last=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False, drop_last=self.compat == "reference")
