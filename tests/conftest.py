@@ -1,0 +1,35 @@
+"""Shared test helpers: run the Hydra app in-process on a tiny preset."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+torch.set_num_threads(1)
+
+
+def run_train(overrides: list[str], output_dir: Path, env: dict[str, str] | None = None, check: bool = True):
+    """Run ``train.py`` as users do (a subprocess), outputs under ``output_dir``; returns the process."""
+    cmd = [sys.executable, str(ROOT / "train.py"), f"paths.output_dir={output_dir}", *overrides]
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full_env, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def read_summaries(output_dir: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(output_dir.rglob("summary.json"))]
+
+
+@pytest.fixture
+def train_runner():
+    return run_train
