@@ -18,7 +18,9 @@ torch.set_num_threads(1)
 
 def run_train(overrides: list[str], output_dir: Path, env: dict[str, str] | None = None, check: bool = True):
     """Run ``train.py`` as users do (a subprocess), outputs under ``output_dir``; returns the process."""
-    cmd = [sys.executable, str(ROOT / "train.py"), f"paths.output_dir={output_dir}", *overrides]
+    flags = [o for o in overrides if o.startswith("-")]
+    settings = [o for o in overrides if not o.startswith("-")]
+    cmd = [sys.executable, str(ROOT / "train.py"), *flags, f"paths.output_dir={output_dir}", *settings]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full_env, timeout=600)
     if check and proc.returncode != 0:

@@ -101,7 +101,7 @@ def _fetch(source: Source, f: SourceFile, data_dir: Path) -> None:
         if not cached.exists():
             _download(archive.url, cached)
         _check(cached, archive.sha256, source, cached.name)
-        _unpack(cached, archive.strip, data_dir)
+        _unpack(cached, archive.strip, data_dir / archive.into)
     elif f.url is not None:
         _download(f.url, target)
     else:

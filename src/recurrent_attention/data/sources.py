@@ -17,11 +17,16 @@ import yaml
 
 @dataclass(frozen=True)
 class Archive:
-    """A downloadable archive holding some of a source's files (under ``strip`` inside it)."""
+    """A downloadable archive holding some of a source's files.
+
+    Members whose names start with ``strip`` are unpacked, without that prefix, into the folder
+    ``into`` (relative to the data folder); others are skipped.
+    """
 
     url: str
     sha256: str | None = None
     strip: str = ""
+    into: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ to show and how to match the paper's reference CSV; :func:`compare` does the res
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,11 @@ import pandas as pd
 
 from recurrent_attention.results.summary import atomic_write_text
 
-REFERENCE_DIR = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference"
+# The papers' numbers as CSV (the steering checkout's shared/reference beside this repository);
+# RA_REFERENCE_DIR points elsewhere.
+REFERENCE_DIR = Path(
+    os.environ.get("RA_REFERENCE_DIR", Path(__file__).resolve().parents[3].parent / "shared" / "reference")
+)
 
 
 @dataclass

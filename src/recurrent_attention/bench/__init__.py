@@ -1,0 +1,1 @@
+"""Efficiency measurements: operator speed vs SDPA, streaming memory/time, FLOPs (scripts call these)."""
