@@ -37,9 +37,8 @@ def operator_table(rows: list[dict]) -> str:
             lines.append(f"| {r['n']} | {r['path']} | {r['note']} | {sdpa[r['n']] * 1e3:.1f} | |")
         else:
             ratio = sdpa[r["n"]] / r["seconds"]
-            lines.append(
-                f"| {r['n']} | {r['path']} | {r['seconds'] * 1e3:.1f} | {sdpa[r['n']] * 1e3:.1f} | {ratio:.2f}x |"
-            )
+            ms, sdpa_ms = r["seconds"] * 1e3, sdpa[r["n"]] * 1e3
+            lines.append(f"| {r['n']} | {r['path']} | {ms:.1f} | {sdpa_ms:.1f} | {ratio:.2f}x |")
     return "\n".join(lines)
 
 
@@ -48,21 +47,24 @@ def streaming_table(rows: list[dict]) -> str:
     for r in rows:
         by_n.setdefault(r["n"], {})[r["model"]] = r
     lines = [
-        "| N | Transformer state KiB | Aaren state KiB | state ratio | Transformer s | Aaren s | time ratio |",
+        "| N | Transformer state KiB | Aaren state KiB | state ratio "
+        "| Transformer s | Aaren s | time ratio |",
         "|---|---|---|---|---|---|---|",
     ]
     for n, m in sorted(by_n.items()):
         t, a = m["transformer"], m["aaren"]
         lines.append(
             f"| {n} | {t['state_bytes'] / 1024:.0f} | {a['state_bytes'] / 1024:.1f} | "
-            f"{t['state_bytes'] / a['state_bytes']:.0f}x | {t['cumulative_s']:.2f} | {a['cumulative_s']:.2f} | "
-            f"{t['cumulative_s'] / a['cumulative_s']:.2f}x |"
+            f"{t['state_bytes'] / a['state_bytes']:.0f}x | {t['cumulative_s']:.2f} | "
+            f"{a['cumulative_s']:.2f} | {t['cumulative_s'] / a['cumulative_s']:.2f}x |"
         )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", default="results/bench")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--lengths", type=int, nargs="+", default=[96, 512, 2048, 8192])
@@ -87,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
 
     operator = operator_rows(operator_timings(args.lengths, device=args.device, progress=progress))
     models = {
-        name: cls(args.stream_d_model, 4, args.stream_layers, 4 * args.stream_d_model, dropout=0.0).to(args.device)
+        name: cls(args.stream_d_model, 4, args.stream_layers, 4 * args.stream_d_model, dropout=0.0).to(
+            args.device
+        )
         for name, cls in (("transformer", Transformer), ("aaren", Aaren))
     }
     streaming = []

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Download and verify registered datasets into the data folder (or check a mirror).
 
-    python scripts/download_data.py ETTh1 ptb          # fetch, check sha256
-    python scripts/download_data.py --list             # every registered source
-    RA_DATA_MIRROR=../shared/data python scripts/download_data.py ETTh1   # verify the mirror copy
+python scripts/download_data.py ETTh1 ptb          # fetch, check sha256
+python scripts/download_data.py --list             # every registered source
+RA_DATA_MIRROR=../shared/data python scripts/download_data.py ETTh1   # verify the mirror copy
 """
 
 from __future__ import annotations
@@ -15,10 +15,14 @@ from recurrent_attention.data import DataError, registry, resolve_source
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("sources", nargs="*", help="source names (see --list)")
     parser.add_argument("--data-dir", default="data")
-    parser.add_argument("--mirror", default=None, help="a folder with the same layout, read instead of the network")
+    parser.add_argument(
+        "--mirror", default=None, help="a folder with the same layout, read instead of the network"
+    )
     parser.add_argument("--list", action="store_true", help="list the registered sources and exit")
     args = parser.parse_args(argv)
 

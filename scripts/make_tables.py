@@ -16,10 +16,14 @@ from recurrent_attention.results.layouts import builders
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", nargs="+", default=["outputs", "results/runs"], help="folders to search")
     parser.add_argument("--out", default="results", help="where the tables are written")
-    parser.add_argument("--reference", default=None, help="folder of the papers' CSVs (default ../shared/reference)")
+    parser.add_argument(
+        "--reference", default=None, help="folder of the papers' CSVs (default ../shared/reference)"
+    )
     args = parser.parse_args(argv)
 
     runs = load_summaries(r for r in args.runs if Path(r).exists())

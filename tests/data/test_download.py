@@ -26,12 +26,16 @@ def fake_registry(monkeypatch, tmp_path: Path):
         zf.writestr("bundle/inner/a.txt", CONTENT)
     zip_sha = hashlib.sha256((served / "bundle.zip").read_bytes()).hexdigest()
     fake = {
-        "plain": Source("plain", "tsf", {"csv": SourceFile("plain/plain.csv", SHA, url=(served / "plain.csv").as_uri())}),
+        "plain": Source(
+            "plain", "tsf", {"csv": SourceFile("plain/plain.csv", SHA, url=(served / "plain.csv").as_uri())}
+        ),
         "zipped": Source(
             "zipped",
             "lm",
             {"a": SourceFile("zipped/inner/a.txt", SHA, archive="z")},
-            archives={"z": Archive((served / "bundle.zip").as_uri(), zip_sha, strip="bundle/", into="zipped")},
+            archives={
+                "z": Archive((served / "bundle.zip").as_uri(), zip_sha, strip="bundle/", into="zipped")
+            },
         ),
     }
     monkeypatch.setattr(sources_module, "registry", lambda: fake)
@@ -39,7 +43,9 @@ def fake_registry(monkeypatch, tmp_path: Path):
     return fake
 
 
-def test_missing_file_without_download_is_one_line_naming_file_checksum_and_fix(fake_registry, tmp_path: Path) -> None:
+def test_missing_file_without_download_is_one_line_naming_file_checksum_and_fix(
+    fake_registry, tmp_path: Path
+) -> None:
     with pytest.raises(DataError) as info:
         resolve_file("plain", "csv", tmp_path / "data", download=False)
     message = str(info.value)
@@ -77,7 +83,9 @@ def test_download_and_archive_unpacking(fake_registry, tmp_path: Path) -> None:
 
 
 def test_unreachable_url_is_a_data_error(fake_registry, tmp_path: Path, monkeypatch) -> None:
-    bad = Source("plain", "tsf", {"csv": SourceFile("plain/plain.csv", SHA, url=(tmp_path / "gone.csv").as_uri())})
+    bad = Source(
+        "plain", "tsf", {"csv": SourceFile("plain/plain.csv", SHA, url=(tmp_path / "gone.csv").as_uri())}
+    )
     monkeypatch.setattr(sources_module, "registry", lambda: {"plain": bad})
     with pytest.raises(DataError, match="download failed"):
         resolve_file("plain", "csv", tmp_path / "data")
@@ -96,7 +104,9 @@ def test_registry_checksums_match_the_shared_mirror_where_present() -> None:
     sums_file = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "SHA256SUMS"
     if not sums_file.is_file():
         pytest.skip("no shared data mirror beside this checkout")
-    known = {line.split()[1].removeprefix("./"): line.split()[0] for line in sums_file.read_text().splitlines()}
+    known = {
+        line.split()[1].removeprefix("./"): line.split()[0] for line in sums_file.read_text().splitlines()
+    }
     checked = 0
     for source in registry().values():
         for f in source.files.values():

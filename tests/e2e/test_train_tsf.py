@@ -31,21 +31,38 @@ def test_smoke_run_writes_summary(model: str, ett_csv: Path, tmp_path: Path) -> 
     run_dir = Path(next(tmp_path.rglob("summary.json"))).parent
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert list(run_dir.rglob("metrics.csv")), "CSV logger writes metrics"
-    again = run_train([f"model={model}", "task=tsf/etth1", f"task.datamodule.path={ett_csv}", *SMOKE], tmp_path)
+    again = run_train(
+        [f"model={model}", "task=tsf/etth1", f"task.datamodule.path={ett_csv}", *SMOKE], tmp_path
+    )
     assert "already finished" in again.stderr
 
 
 def test_multirun_sweep_over_models_and_seeds(ett_csv: Path, tmp_path: Path) -> None:
-    run_train(["-m", "model=transformer,aaren", "seed=1,2", "task=tsf/etth1", f"task.datamodule.path={ett_csv}", *SMOKE], tmp_path)
+    run_train(
+        [
+            "-m",
+            "model=transformer,aaren",
+            "seed=1,2",
+            "task=tsf/etth1",
+            f"task.datamodule.path={ett_csv}",
+            *SMOKE,
+        ],
+        tmp_path,
+    )
     summaries = read_summaries(tmp_path)
     assert sorted((s["model"], s["seed"]) for s in summaries) == [
-        ("aaren", 1), ("aaren", 2), ("transformer", 1), ("transformer", 2)
+        ("aaren", 1),
+        ("aaren", 2),
+        ("transformer", 1),
+        ("transformer", 2),
     ]
 
 
 def test_failing_job_does_not_stop_the_sweep(ett_csv: Path, tmp_path: Path) -> None:
     proc = run_train(
-        ["-m", "model=aaren", f"task.datamodule.path={tmp_path}/missing.csv,{ett_csv}", *SMOKE], tmp_path, check=False
+        ["-m", "model=aaren", f"task.datamodule.path={tmp_path}/missing.csv,{ett_csv}", *SMOKE],
+        tmp_path,
+        check=False,
     )
     assert [s["model"] for s in read_summaries(tmp_path)] == ["aaren"]
     (failure,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
@@ -63,23 +80,40 @@ def test_missing_data_is_one_clear_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in proc.stderr
-    assert "ETT-small/ETTh1.csv" in lines[0] and "f18de3ad" in lines[0] and "download_data.py ETTh1" in lines[0]
+    assert (
+        "ETT-small/ETTh1.csv" in lines[0] and "f18de3ad" in lines[0] and "download_data.py ETTh1" in lines[0]
+    )
 
 
 def test_checksum_mismatch_is_one_clear_line(tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     write_ett_csv(mirror / "ETT-small" / "ETTh1.csv", 14400)
-    proc = run_train(["task=tsf/etth1", "preset=smoke"], tmp_path, env={"RA_DATA_MIRROR": str(mirror)}, check=False)
+    proc = run_train(
+        ["task=tsf/etth1", "preset=smoke"], tmp_path, env={"RA_DATA_MIRROR": str(mirror)}, check=False
+    )
     assert proc.returncode == 2
     (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-    assert "sha256 mismatch" in line and "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066" in line
+    assert (
+        "sha256 mismatch" in line
+        and "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066" in line
+    )
 
 
 def test_killed_run_resumes_from_last_checkpoint(ett_csv: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    common = ["model=aaren", f"task.datamodule.path={ett_csv}", *SMOKE, "task.max_epochs=3", f"hydra.run.dir={run_dir}"]
+    common = [
+        "model=aaren",
+        f"task.datamodule.path={ett_csv}",
+        *SMOKE,
+        "task.max_epochs=3",
+        f"hydra.run.dir={run_dir}",
+    ]
     killed = run_train(
-        [*common, "+callbacks.kill._target_=tests.helpers.crash_callback.KillAfterEpoch", "+callbacks.kill.epoch=1"],
+        [
+            *common,
+            "+callbacks.kill._target_=tests.helpers.crash_callback.KillAfterEpoch",
+            "+callbacks.kill.epoch=1",
+        ],
         tmp_path,
         env={"PYTHONPATH": str(ROOT)},
         check=False,

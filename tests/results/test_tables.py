@@ -16,9 +16,18 @@ def fake_run(root: Path, model: str, seed: int, mse: float, mae: float) -> None:
     write_summary(
         root / f"{model}{seed}",
         {
-            "task": "tsf/etth1", "family": "tsf", "dataset": "ETTh1", "setting": {"horizon": 96},
-            "model": model, "seed": seed, "preset": "cpu", "compat": "default",
-            "metrics": {"mse": mse, "mae": mae}, "wall_time_s": 10.0 * seed, "device": "CPU", "git_commit": "abc",
+            "task": "tsf/etth1",
+            "family": "tsf",
+            "dataset": "ETTh1",
+            "setting": {"horizon": 96},
+            "model": model,
+            "seed": seed,
+            "preset": "cpu",
+            "compat": "default",
+            "metrics": {"mse": mse, "mae": mae},
+            "wall_time_s": 10.0 * seed,
+            "device": "CPU",
+            "git_commit": "abc",
         },
     )
 

@@ -7,6 +7,7 @@ so both produce N outputs per head from the same scores/values budget. Shapes: (
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -23,11 +24,11 @@ class OperatorTiming:
     note: str = ""
 
 
-def _fwd_bwd_sdpa(q, k, v) -> None:  # noqa: ANN001 - tensors
+def _fwd_bwd_sdpa(q, k, v) -> None:
     F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
 
 
-def _fwd_bwd_prefix(fn, scores, v) -> None:  # noqa: ANN001 - op and tensors
+def _fwd_bwd_prefix(fn, scores, v) -> None:
     fn(scores, v)[0].sum().backward()
 
 
@@ -43,7 +44,7 @@ def operator_timings(
     dtype: torch.dtype = torch.float32,
     max_recurrent_n: int = 2048,
     max_scan_elements: int = 2**29,
-    progress=None,  # noqa: ANN001 - optional callable(str)
+    progress=None,
 ) -> list[OperatorTiming]:
     """Time SDPA and every prefix path at each N; skip the slow reference paths beyond their limits."""
     dev = torch.device(device)
@@ -51,23 +52,28 @@ def operator_timings(
     for n in lengths:
         gen = torch.Generator(device="cpu").manual_seed(n)
         q, k, v = (
-            torch.randn(batch, heads, n, d_head, generator=gen).to(dev, dtype).requires_grad_() for _ in range(3)
+            torch.randn(batch, heads, n, d_head, generator=gen).to(dev, dtype).requires_grad_()
+            for _ in range(3)
         )
         scores = torch.randn(batch, heads, n, generator=gen).to(dev, dtype).requires_grad_()
         budget = 3.0 if n <= 2048 else 1.0
         if progress:
             progress(f"N={n} sdpa")
-        results.append(OperatorTiming("sdpa", n, time_call(lambda: _fwd_bwd_sdpa(q, k, v), dev, budget)))
+        results.append(OperatorTiming("sdpa", n, time_call(partial(_fwd_bwd_sdpa, q, k, v), dev, budget)))
         for name, fn in PREFIX_PATHS.items():
             if name == "recurrent" and n > max_recurrent_n:
-                results.append(OperatorTiming(name, n, None, f"skipped: python loop beyond N={max_recurrent_n}"))
+                results.append(
+                    OperatorTiming(name, n, None, f"skipped: python loop beyond N={max_recurrent_n}")
+                )
                 continue
             if name == "scan" and batch * heads * n * d_head * n.bit_length() > max_scan_elements:
-                results.append(OperatorTiming(name, n, None, "skipped: log2(N) saved copies exceed memory cap"))
+                results.append(
+                    OperatorTiming(name, n, None, "skipped: log2(N) saved copies exceed memory cap")
+                )
                 continue
             if progress:
                 progress(f"N={n} {name}")
-            seconds = time_call(lambda fn=fn: _fwd_bwd_prefix(fn, scores, v), dev, budget)
+            seconds = time_call(partial(_fwd_bwd_prefix, fn, scores, v), dev, budget)
             results.append(OperatorTiming(name, n, seconds))
     return results
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def plot_bench(report: dict, path: str | Path) -> Path:
@@ -18,8 +18,13 @@ def plot_bench(report: dict, path: str | Path) -> Path:
             by_path.setdefault(row["path"], []).append((row["n"], row["seconds"]))
     for name, pts in sorted(by_path.items()):
         axes[0].plot(*zip(*pts, strict=True), marker="o", label=name)
-    axes[0].set(xscale="log", yscale="log", xlabel="N tokens", ylabel="fwd+bwd seconds",
-                title=f"Operator, {report['operator_shape']} ({report['device']})")
+    axes[0].set(
+        xscale="log",
+        yscale="log",
+        xlabel="N tokens",
+        ylabel="fwd+bwd seconds",
+        title=f"Operator, {report['operator_shape']} ({report['device']})",
+    )
     by_model: dict[str, list[dict]] = {}
     for row in report["streaming"]:
         by_model.setdefault(row["model"], []).append(row)
@@ -27,10 +32,16 @@ def plot_bench(report: dict, path: str | Path) -> Path:
         ns = [r["n"] for r in rows]
         axes[1].plot(ns, [r["state_bytes"] / 2**20 for r in rows], marker="o", label=name)
         axes[2].plot(ns, [r["cumulative_s"] for r in rows], marker="o", label=name)
-    axes[1].set(xscale="log", yscale="log", xlabel="tokens streamed", ylabel="state MiB",
-                title="Streaming state size")
-    axes[2].set(xscale="log", yscale="log", xlabel="tokens streamed", ylabel="cumulative seconds",
-                title="Streaming time")
+    axes[1].set(
+        xscale="log", yscale="log", xlabel="tokens streamed", ylabel="state MiB", title="Streaming state size"
+    )
+    axes[2].set(
+        xscale="log",
+        yscale="log",
+        xlabel="tokens streamed",
+        ylabel="cumulative seconds",
+        title="Streaming time",
+    )
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()

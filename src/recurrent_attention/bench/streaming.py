@@ -34,7 +34,7 @@ def state_bytes(state: object) -> int:
 
 
 @torch.no_grad()
-def stream(model: Backbone, name: str, n_tokens: int, batch: int = 1, progress=None) -> list[StreamPoint]:  # noqa: ANN001
+def stream(model: Backbone, name: str, n_tokens: int, batch: int = 1, progress=None) -> list[StreamPoint]:
     model.eval()
     device = next(model.parameters()).device
     tokens = torch.randn(n_tokens, batch, model.d_model, device=device)

@@ -13,7 +13,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_call(fn: Callable[[], object], device: torch.device, budget_s: float = 2.0, max_reps: int = 20) -> float:
+def time_call(
+    fn: Callable[[], object], device: torch.device, budget_s: float = 2.0, max_reps: int = 20
+) -> float:
     """Median seconds per call: one warm-up, then repeat until ``budget_s`` or ``max_reps``."""
     fn()
     _sync(device)

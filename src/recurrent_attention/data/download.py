@@ -151,5 +151,6 @@ def resolve_source(
 ) -> dict[str, Path]:
     """All files of a source, by key."""
     return {
-        key: resolve_file(source_name, key, data_dir, mirror, download) for key in get_source(source_name).files
+        key: resolve_file(source_name, key, data_dir, mirror, download)
+        for key in get_source(source_name).files
     }

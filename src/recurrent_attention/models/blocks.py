@@ -40,7 +40,9 @@ class ResidualBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
-    def _residual(self, x: Tensor, mixed_fn: Callable[[Tensor], tuple[Tensor, State]]) -> tuple[Tensor, State]:
+    def _residual(
+        self, x: Tensor, mixed_fn: Callable[[Tensor], tuple[Tensor, State]]
+    ) -> tuple[Tensor, State]:
         if self.norm_first:
             mixed, state = mixed_fn(self.norm_mix(x))
             x = x + self.dropout(mixed)

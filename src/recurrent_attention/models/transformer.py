@@ -27,7 +27,9 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = attn_dropout
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> tuple[Tensor, KVCache]:
-        q, k, v = (self.proj.split_heads(p(x)) for p in (self.proj.q_proj, self.proj.k_proj, self.proj.v_proj))
+        q, k, v = (
+            self.proj.split_heads(p(x)) for p in (self.proj.q_proj, self.proj.k_proj, self.proj.v_proj)
+        )
         dropout = self.attn_dropout if self.training else 0.0
         if cache is None or cache.k.shape[-2] == 0:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)

@@ -35,7 +35,10 @@ class ScanState(NamedTuple):
 
 
 def empty_state(
-    batch_shape: tuple[int, ...], d: int, device: torch.device | None = None, dtype: torch.dtype = torch.float32
+    batch_shape: tuple[int, ...],
+    d: int,
+    device: torch.device | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> ScanState:
     """The identity of ``⊕``: no token seen yet (max -inf, sums 0)."""
     return ScanState(
@@ -108,7 +111,9 @@ def _as_compute(scores: Tensor, values: Tensor, state: ScanState | None) -> tupl
     return scores, values, state
 
 
-def attention_scan(scores: Tensor, values: Tensor, state: ScanState | None = None) -> tuple[Tensor, ScanState]:
+def attention_scan(
+    scores: Tensor, values: Tensor, state: ScanState | None = None
+) -> tuple[Tensor, ScanState]:
     """All prefix outputs by the parallel prefix scan of ``⊕`` on the leaves ``(s_i, 1, v_i)``."""
     out_dtype = values.dtype
     scores, values, state = _as_compute(scores, values, state)
@@ -140,12 +145,12 @@ def attention_recurrent(
 
 
 def attention_chunked(
-    scores: Tensor, values: Tensor, state: ScanState | None = None, chunk_size: int = 64
+    scores: Tensor, values: Tensor, state: ScanState | None = None, chunk_size: int = 32
 ) -> tuple[Tensor, ScanState]:
     """All prefix outputs with dense intra-chunk weights and a scan over chunk summaries."""
     out_dtype = values.dtype
     scores, values, state = _as_compute(scores, values, state)
-    n, d = scores.shape[-1], values.shape[-1]
+    n = scores.shape[-1]
     c = max(1, min(chunk_size, n))
     n_chunks = -(-n // c)
     pad = n_chunks * c - n
@@ -160,7 +165,7 @@ def attention_chunked(
     local_max = torch.cummax(s.detach(), dim=-1).values  # prefix max inside each chunk
     chunk_max = local_max[..., -1]
     chunk_weights = torch.exp(s - torch.where(torch.isneginf(chunk_max), 0.0, chunk_max).unsqueeze(-1))
-    summaries = ScanState(chunk_max, chunk_weights.sum(-1), (chunk_weights.unsqueeze(-1) * v).sum(-2))
+    summaries = ScanState(chunk_max, chunk_weights.sum(-1), (chunk_weights.unsqueeze(-2) @ v).squeeze(-2))
     inclusive = _prepend_state(_inclusive_scan(summaries), state)
     # Carry into chunk j = everything before it: the state, then chunks 0..j-1.
     carry = ScanState(
@@ -169,15 +174,17 @@ def attention_chunked(
         torch.cat([state.w.unsqueeze(-2), inclusive.w[..., :-1, :]], dim=-2),
     )
 
-    prefix_max = torch.maximum(local_max, carry.m.unsqueeze(-1))  # m_k, (..., n_chunks, C)
+    # Row k of a chunk weighs its tokens i <= k by exp(s_i - m_k) and the carry by exp(m_carry - m_k),
+    # m_k being the true prefix max: the carry is one more "token" (column C) whose value is carry.w.
+    prefix_max = torch.maximum(local_max, carry.m.unsqueeze(-1))  # (..., n_chunks, C)
     safe_max = torch.where(torch.isneginf(prefix_max), 0.0, prefix_max)
-    causal = torch.ones(c, c, dtype=torch.bool, device=s.device).triu(1)
-    logits = (s.unsqueeze(-2) - safe_max.unsqueeze(-1)).masked_fill(causal, float("-inf"))
-    weights = torch.exp(logits)  # (..., n_chunks, C_k, C_i), exactly 0 above the diagonal
-    carry_scale = torch.exp(carry.m.unsqueeze(-1) - safe_max)  # (..., n_chunks, C)
-    numerator = weights @ v + carry_scale.unsqueeze(-1) * carry.w.unsqueeze(-2)
-    denominator = weights.sum(-1) + carry_scale * carry.u.unsqueeze(-1)
-    out = numerator / torch.where(denominator > 0, denominator, 1.0).unsqueeze(-1)
+    future = torch.ones(c, c, dtype=torch.bool, device=s.device).triu(1)
+    token_logits = (s.unsqueeze(-2) - safe_max.unsqueeze(-1)).masked_fill(future, float("-inf"))
+    carry_logits = (carry.m.unsqueeze(-1) - safe_max).unsqueeze(-1)
+    weights = torch.exp(torch.cat([token_logits, carry_logits], dim=-1))  # (..., n_chunks, C, C + 1)
+    denominator = weights[..., :c].sum(-1) + weights[..., c] * carry.u.unsqueeze(-1)
+    weights = weights / torch.where(denominator > 0, denominator, 1.0).unsqueeze(-1)
+    out = weights @ torch.cat([v, carry.w.unsqueeze(-2)], dim=-2)  # (..., n_chunks, C, D)
     out = out.flatten(-3, -2)[..., :n, :]
     return out.to(out_dtype), _last(inclusive)
 

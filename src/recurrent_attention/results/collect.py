@@ -24,9 +24,15 @@ def load_summaries(roots: Iterable[str | Path]) -> pd.DataFrame:
     for root in roots:
         for path in sorted(Path(root).rglob(SUMMARY_NAME)):
             record = json.loads(path.read_text())
-            key = (record.get("task"), record.get("model"), record.get("preset"), record.get("seed"),
-                   json.dumps(record.get("setting"), sort_keys=True), record.get("compat"),
-                   tuple(record.get("overrides") or []))
+            key = (
+                record.get("task"),
+                record.get("model"),
+                record.get("preset"),
+                record.get("seed"),
+                json.dumps(record.get("setting"), sort_keys=True),
+                record.get("compat"),
+                tuple(record.get("overrides") or []),
+            )
             if key in seen:
                 continue
             seen.add(key)

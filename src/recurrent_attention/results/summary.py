@@ -49,4 +49,14 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
 def device_description() -> str:
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
-    return f"CPU {platform.processor() or platform.machine()} x{os.cpu_count()} threads={torch.get_num_threads()}"
+    return f"CPU {cpu_model()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}"
+
+
+def cpu_model() -> str:
+    """The processor's marketing name on Linux (``/proc/cpuinfo``), else what ``platform`` knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()

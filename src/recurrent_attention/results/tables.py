@@ -35,9 +35,16 @@ class Table:
     def to_markdown(self) -> str:
         header = "| " + " | ".join(map(str, self.frame.columns)) + " |"
         rule = "|" + "|".join("---" for _ in self.frame.columns) + "|"
-        body = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in self.frame.values]
+        body = [
+            "| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |" for row in self.frame.values
+        ]
         notes = "".join(f"\n- {n}" for n in self.notes)
-        return f"# {self.title}\n\n" + "\n".join([header, rule, *body]) + "\n" + (f"\n{notes.strip()}\n" if notes else "")
+        return (
+            f"# {self.title}\n\n"
+            + "\n".join([header, rule, *body])
+            + "\n"
+            + (f"\n{notes.strip()}\n" if notes else "")
+        )
 
     def write(self, out_dir: str | Path) -> list[Path]:
         out_dir = Path(out_dir)
@@ -79,7 +86,7 @@ def compare(
     keys: Sequence[str],
     metrics: Sequence[str],
     reference: pd.DataFrame | None,
-    reference_lookup,  # noqa: ANN001 - (row dict, metric) -> (mean, std) | None
+    reference_lookup,
     digits: int = 3,
 ) -> pd.DataFrame:
     """Our mean ± std per metric beside the paper's, one row per keys + model."""

@@ -40,7 +40,10 @@ class TaskModule(L.LightningModule):
         if self.scheduler_factory is None:
             return optimizer
         scheduler = self.scheduler_factory(optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": self.scheduler_interval}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": self.scheduler_interval},
+        }
 
     def backbone_parameter_count(self) -> int:
         return sum(p.numel() for p in self.backbone.parameters())

@@ -41,7 +41,9 @@ def test_too_short_ett_file_is_a_clear_error() -> None:
 
 def test_scaler_uses_training_rows_only_and_windows_cover_every_target(tmp_path: Path) -> None:
     frame = write_ett_csv(tmp_path / "ETTh1.csv", 14400)
-    dm = TSFDataModule("ETTh1", "ett_hour", seq_len=96, pred_len=24, n_channels=7, path=str(tmp_path / "ETTh1.csv"))
+    dm = TSFDataModule(
+        "ETTh1", "ett_hour", seq_len=96, pred_len=24, n_channels=7, path=str(tmp_path / "ETTh1.csv")
+    )
     dm.setup()
     train_values = frame.iloc[:8640, 1:].to_numpy()
     np.testing.assert_allclose(dm.scaler.mean, train_values.mean(axis=0))
@@ -86,7 +88,9 @@ def test_custom_csv_with_crlf_and_latin1_header(tmp_path: Path) -> None:
     frame = read_csv(tmp_path / "weather.csv")
     assert list(frame.columns) == ["date", "p (mbar)", "SWDR (W/m²)", "OT"]
     assert len(frame) == 200 and frame["OT"].iloc[-1] == 597
-    dm = TSFDataModule("weather", "custom", seq_len=8, pred_len=4, features="S", path=str(tmp_path / "weather.csv"))
+    dm = TSFDataModule(
+        "weather", "custom", seq_len=8, pred_len=4, features="S", path=str(tmp_path / "weather.csv")
+    )
     dm.setup()
     assert dm.datasets["train"][0]["x"].shape == (8, 1)
 
@@ -95,8 +99,12 @@ def test_time_features_by_hand() -> None:
     dates = pd.DatetimeIndex(["2016-07-01 00:00:00", "2016-12-31 23:45:00"])
     hourly = time_features(dates, "h")
     # 2016-07-01 is a Friday (dayofweek 4), day-of-year 183; 2016-12-31 is a Saturday, day 366.
-    np.testing.assert_allclose(hourly[0], [0 / 23 - 0.5, 4 / 6 - 0.5, 0 / 30 - 0.5, 182 / 365 - 0.5], rtol=1e-6)
-    np.testing.assert_allclose(hourly[1], [23 / 23 - 0.5, 5 / 6 - 0.5, 30 / 30 - 0.5, 365 / 365 - 0.5], rtol=1e-6)
+    np.testing.assert_allclose(
+        hourly[0], [0 / 23 - 0.5, 4 / 6 - 0.5, 0 / 30 - 0.5, 182 / 365 - 0.5], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        hourly[1], [23 / 23 - 0.5, 5 / 6 - 0.5, 30 / 30 - 0.5, 365 / 365 - 0.5], rtol=1e-6
+    )
     assert time_features(dates, "t")[1, 0] == pytest.approx(45 / 59 - 0.5)
     with pytest.raises(ValueError, match=r"task.freq='x'"):
         time_features(dates, "x")

@@ -19,8 +19,12 @@ def test_error_totals_equal_numpy_over_uneven_batches() -> None:
         totals.update(torch.from_numpy(p).float(), torch.from_numpy(t).float())
     pred, true = np.concatenate(predictions), np.concatenate(targets)
     result = totals.compute()
-    np.testing.assert_allclose(result["mse"], np.mean((pred.astype(np.float32) - true.astype(np.float32)) ** 2), rtol=1e-6)
-    np.testing.assert_allclose(result["mae"], np.mean(np.abs(pred.astype(np.float32) - true.astype(np.float32))), rtol=1e-6)
+    np.testing.assert_allclose(
+        result["mse"], np.mean((pred.astype(np.float32) - true.astype(np.float32)) ** 2), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        result["mae"], np.mean(np.abs(pred.astype(np.float32) - true.astype(np.float32))), rtol=1e-6
+    )
 
 
 def test_forecast_is_invariant_to_the_window_scale() -> None:

@@ -10,8 +10,14 @@ from recurrent_attention.results.tables import Table, compare, load_reference, p
 
 # Our dataset names (registry sources) -> the paper's row labels.
 PAPER_NAMES = {
-    "ETTh1": "ETTh1", "ETTh2": "ETTh2", "ETTm1": "ETTm1", "ETTm2": "ETTm2",
-    "exchange_rate": "Exchange", "weather": "Weather", "electricity": "ECL", "traffic": "Traffic",
+    "ETTh1": "ETTh1",
+    "ETTh2": "ETTh2",
+    "ETTm1": "ETTm1",
+    "ETTm2": "ETTm2",
+    "exchange_rate": "Exchange",
+    "weather": "Weather",
+    "electricity": "ECL",
+    "traffic": "Traffic",
 }
 PAPER_MODELS = {"transformer": "Transformer", "aaren": "Aaren"}
 
@@ -36,11 +42,19 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
         frame = compare(part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup)
         frame = frame.rename(columns={"setting.horizon": "horizon"})
         notes = [
-            "MSE/MAE on the standardised scale over every test window (input 96); mean ± sample std over seeds.",
+            "MSE/MAE on the standardised scale over every test window (input 96); "
+            "mean ± sample std over seeds.",
             "paper: Aaren Table 5 (TSLib settings, 5 seeds).",
             *provenance(part),
             "command: python train.py -m model=transformer,aaren task=tsf/<dataset> seed=1,2,3 "
             f"preset={preset} task.compat={compat}",
         ]
-        tables.append(Table(f"aaren_tsf_{preset}_{compat}", f"Time-series forecasting ({preset} preset, {compat} protocol)", frame, notes))
+        tables.append(
+            Table(
+                f"aaren_tsf_{preset}_{compat}",
+                f"Time-series forecasting ({preset} preset, {compat} protocol)",
+                frame,
+                notes,
+            )
+        )
     return tables

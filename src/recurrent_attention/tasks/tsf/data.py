@@ -93,7 +93,9 @@ class ForecastWindows(Dataset):
         self.marks = torch.as_tensor(marks, dtype=torch.float32)
         self.seq_len, self.pred_len = seq_len, pred_len
         if len(self) <= 0:
-            raise ValueError(f"a split of {len(values)} rows is too short for {seq_len}+{pred_len}-step windows")
+            raise ValueError(
+                f"a split of {len(values)} rows is too short for {seq_len}+{pred_len}-step windows"
+            )
 
     def __len__(self) -> int:
         return len(self.values) - self.seq_len - self.pred_len + 1
@@ -169,7 +171,9 @@ class TSFDataModule(L.LightningDataModule):
         self.scaler = Standardizer.fit(values[train_start:train_end])
         scaled = self.scaler.transform(values)
         for split, (start, end) in zip(SPLITS, borders, strict=True):
-            self.datasets[split] = ForecastWindows(scaled[start:end], marks[start:end], self.seq_len, self.pred_len)
+            self.datasets[split] = ForecastWindows(
+                scaled[start:end], marks[start:end], self.seq_len, self.pred_len
+            )
 
     def _loader(self, split: str, shuffle: bool, drop_last: bool) -> DataLoader:
         return DataLoader(

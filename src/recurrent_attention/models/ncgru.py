@@ -1,0 +1,172 @@
+"""GRU and NCGRU (Mucllari et al. 2022): the recurrent cells of the Compact Recurrent Transformer.
+
+NCGRU is a GRU whose candidate recurrent matrix is the scaled Cayley transform
+``W = (I + A)^-1 (I - A) D`` of a skew-symmetric ``A`` (D a fixed diagonal of ±1), so W is
+orthogonal and repeated multiplication by it neither explodes nor vanishes; the candidate uses
+modReLU instead of tanh. Inverting ``I + A`` at every forward would cost O(d^3); instead
+``M ≈ (I + A)^-1`` is kept as a buffer and refreshed after each optimiser step by a truncated
+Neumann series around the previous M (the change of A per step is small, so a few terms give an
+inverse exact to float precision). The gradient through M is the exact one, ``dM = -M dA M``.
+
+Both cells share one interface: ``outputs, h_last = cell(x (B, N, d_in), h0 (B, d_hidden))``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def neumann_inverse(M: Tensor, B: Tensor, terms: int) -> Tensor:
+    """Approximate ``B^-1`` from a nearby inverse ``M`` with ``terms`` terms of the Neumann series.
+
+    ``B^-1 = (M B)^-1 M = sum_k (I - M B)^k M``: with ``M = I`` this is the classic series of
+    ``(I + A)^-1``; with M the previous step's inverse the residual is tiny and also absorbs any
+    error left by earlier refreshes (the update is self-correcting).
+    """
+    residual = torch.eye(B.shape[-1], dtype=B.dtype, device=B.device) - M @ B
+    term, total = M, M
+    for _ in range(terms - 1):
+        term = residual @ term
+        total = total + term
+    return total
+
+
+class _InverseWithGradient(torch.autograd.Function):
+    """Returns the stored inverse ``M`` of ``I + A`` and back-propagates ``dM = -M dA M`` into A."""
+
+    @staticmethod
+    def forward(ctx: Any, A: Tensor, M: Tensor) -> Tensor:
+        ctx.save_for_backward(M)
+        return M.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (M,) = ctx.saved_tensors
+        return -M.mT @ grad @ M.mT, None
+
+
+def mod_relu(z: Tensor, bias: Tensor) -> Tensor:
+    """``sign(z) relu(|z| + b)``: keeps the sign (phase) and thresholds the magnitude."""
+    return torch.sign(z) * F.relu(z.abs() + bias)
+
+
+class NCGRU(nn.Module):
+    """GRU with an orthogonal (scaled Cayley) candidate recurrence and modReLU candidate.
+
+    ``inverse="neumann"`` keeps ``(I + A)^-1`` by the truncated Neumann refresh (``neumann_terms``
+    terms; when the residual is too large for the series to converge, e.g. after a large step or a
+    checkpoint load, the inverse is recomputed exactly); ``inverse="exact"`` solves every forward.
+    The refresh runs at the next forward after the skew parameter changed in place (every
+    optimiser does that), so no task needs a hook to keep W orthogonal.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        inverse: str = "neumann",
+        neumann_terms: int = 4,
+        negative_fraction: float = 0.5,
+    ) -> None:
+        super().__init__()
+        if inverse not in ("neumann", "exact"):
+            raise ValueError(f"inverse={inverse!r}: choose neumann or exact")
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.inverse, self.neumann_terms = inverse, neumann_terms
+        self.input_proj = nn.Linear(input_size, 3 * hidden_size)  # reset, update, candidate
+        self.gate_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # U_r, U_u
+        # A = P - P^T from the strictly upper triangle of P (the lower triangle gets no gradient).
+        self.skew = nn.Parameter(torch.zeros(hidden_size, hidden_size))
+        self.mod_bias = nn.Parameter(torch.empty(hidden_size).uniform_(-0.01, 0.01))
+        n_negative = round(negative_fraction * hidden_size)
+        signs = torch.ones(hidden_size)
+        signs[:n_negative] = -1.0
+        self.register_buffer("signs", signs)
+        self.register_buffer("inverse_matrix", torch.eye(hidden_size))
+        self._seen_version: int | None = None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in (self.input_proj.weight, self.input_proj.bias, self.gate_proj.weight):
+            nn.init.uniform_(p, -bound, bound)
+        with torch.no_grad():
+            # A small random skew matrix: W starts near the ±1 diagonal, a well-conditioned rotation.
+            self.skew.copy_(torch.randn(self.hidden_size, self.hidden_size).triu(1) * bound * 0.5)
+            self.inverse_matrix.copy_(torch.linalg.inv(self._identity_plus_skew()))
+        self._seen_version = self.skew._version
+
+    def skew_matrix(self) -> Tensor:
+        upper = self.skew.triu(1)
+        return upper - upper.mT
+
+    def _identity_plus_skew(self) -> Tensor:
+        eye = torch.eye(self.hidden_size, dtype=self.skew.dtype, device=self.skew.device)
+        return eye + self.skew_matrix()
+
+    @torch.no_grad()
+    def refresh_inverse(self) -> None:
+        """Bring the stored ``(I + A)^-1`` up to date with the current A (truncated Neumann series)."""
+        B = self._identity_plus_skew()
+        M = self.inverse_matrix
+        eye = torch.eye(self.hidden_size, dtype=B.dtype, device=B.device)
+        if torch.linalg.matrix_norm(eye - M @ B, ord=2) < 0.5:
+            self.inverse_matrix.copy_(neumann_inverse(M, B, self.neumann_terms))
+        else:
+            self.inverse_matrix.copy_(torch.linalg.inv(B))
+        self._seen_version = self.skew._version
+
+    def recurrent_matrix(self) -> Tensor:
+        """``W = (I + A)^-1 (I - A) D``, differentiable in A."""
+        A = self.skew_matrix()
+        eye = torch.eye(self.hidden_size, dtype=A.dtype, device=A.device)
+        if self.inverse == "exact":
+            cayley = torch.linalg.solve(eye + A, eye - A)
+        else:
+            if self.skew._version != self._seen_version:
+                self.refresh_inverse()
+            cayley = _InverseWithGradient.apply(A, self.inverse_matrix) @ (eye - A)
+        return cayley * self.signs
+
+    def forward(self, x: Tensor, h: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``x (B, N, input_size)``, ``h (B, hidden)`` -> outputs ``(B, N, hidden)`` and the last state."""
+        if h is None:
+            h = x.new_zeros(x.shape[0], self.hidden_size)
+        W = self.recurrent_matrix()
+        inputs = self.input_proj(x)
+        outputs = []
+        for t in range(x.shape[1]):
+            in_r, in_u, in_c = inputs[:, t].chunk(3, dim=-1)
+            gate_r, gate_u = self.gate_proj(h).chunk(2, dim=-1)
+            r, u = torch.sigmoid(in_r + gate_r), torch.sigmoid(in_u + gate_u)
+            candidate = mod_relu(in_c + (r * h) @ W.mT, self.mod_bias)
+            h = (1 - u) * h + u * candidate
+            outputs.append(h)
+        return torch.stack(outputs, dim=1), h
+
+
+class GRU(nn.Module):
+    """PyTorch's fused GRU behind the same ``(x, h0) -> (outputs, h_last)`` interface as NCGRU."""
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.rnn = nn.GRU(input_size, hidden_size, batch_first=True)
+
+    def forward(self, x: Tensor, h: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        outputs, last = self.rnn(x, None if h is None else h.unsqueeze(0).contiguous())
+        return outputs, last.squeeze(0)
+
+
+def make_rnn(kind: str, input_size: int, hidden_size: int, **ncgru_options: object) -> nn.Module:
+    """``gru`` or ``ncgru`` by name (the model configs choose it)."""
+    if kind == "gru":
+        return GRU(input_size, hidden_size)
+    if kind == "ncgru":
+        return NCGRU(input_size, hidden_size, **ncgru_options)
+    raise ValueError(f"model.rnn={kind!r}: choose gru or ncgru")

@@ -1,0 +1,83 @@
+"""CRT Tables 2–5 and 9–12: test perplexity per segment length, Transformer vs Transformer-XL vs CRT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+
+# Our source names -> the paper's dataset labels.
+PAPER_DATASETS = {"ptb": "Word PTB", "wikitext103": "WikiText-103"}
+# Our model names -> (paper model, recurrent cell); crt is the NCGRU CRT of Tables 2–5.
+PAPER_MODELS = {
+    "transformer": ("Transformer", None),
+    "transformer_xl": ("Transformer-XL", None),
+    "crt": ("CRT", "NCGRU"),
+    "crt_gru": ("CRT", "GRU"),
+}
+MODEL_ORDER = list(PAPER_MODELS)
+PAPER_TABLES = {
+    ("ptb", 3): "2 and 9",
+    ("ptb", 16): "3 and 10",
+    ("wikitext103", 3): "4 and 11",
+    ("wikitext103", 16): "5 and 12",
+}
+
+
+def _memory(model: str, seg_len: int) -> str:
+    """The paper's 'memory / segment length' column."""
+    return {"transformer": f"0 / {seg_len}", "transformer_xl": f"{seg_len} / {seg_len}"}.get(
+        model, f"1 / {seg_len}"
+    )
+
+
+def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
+    runs = runs[runs["family"] == "lm"] if "family" in runs else runs.iloc[:0]
+    if runs.empty:
+        return []
+    reference = load_reference("crt_lm.csv", reference_dir)
+
+    def lookup(row: dict, metric: str) -> tuple[float, float] | None:
+        model, rnn = PAPER_MODELS.get(row["model"], (row["model"], None))
+        hit = reference[
+            (reference["dataset"] == PAPER_DATASETS.get(row["dataset"], row["dataset"]))
+            & (reference["layers"] == row["setting.n_layers"])
+            & (reference["seg_len"] == row["setting.seg_len"])
+            & (reference["model"] == model)
+            & ((reference["rnn"] == rnn) if rnn else reference["rnn"].isna())
+        ]
+        return (float(hit["ppl"].iloc[0]), 0.0) if len(hit) else None
+
+    tables = []
+    for (dataset, layers, preset), part in runs.groupby(
+        ["dataset", "setting.n_layers", "preset"], dropna=False
+    ):
+        frame = compare(part, ["setting.n_layers", "setting.seg_len"], ["ppl"], reference, lookup, digits=2)
+        frame["order"] = frame["model"].map({m: i for i, m in enumerate(MODEL_ORDER)})
+        frame = frame.sort_values(["setting.seg_len", "order"], ascending=[False, True]).drop(columns="order")
+        frame.insert(
+            2,
+            "memory / seg",
+            [_memory(m, int(s)) for m, s in zip(frame["model"], frame["setting.seg_len"], strict=True)],
+        )
+        frame = frame.drop(columns="setting.n_layers").rename(columns={"setting.seg_len": "seg_len"})
+        label = PAPER_DATASETS.get(dataset, dataset)
+        tables.append(
+            Table(
+                f"crt_lm_{dataset}_{int(layers)}layer_{preset}",
+                f"{label}, {int(layers)} layers: test perplexity ({preset} preset)",
+                frame.reset_index(drop=True),
+                [
+                    "perplexity = exp(mean token NLL) over the whole test split, segment after segment "
+                    "with the state carried (Transformer: none); mean ± sample std over seeds.",
+                    f"paper: CRT Tables {PAPER_TABLES.get((dataset, int(layers)), '2–5, 9–12')} "
+                    "(crt = CRT with NCGRU, crt_gru = CRT with GRU; one run each, no std).",
+                    *provenance(part),
+                    "sizes and schedule: docs/lm.md; "
+                    "command: python train.py -m experiment=crt/<dataset>_<L>layer[_cpu]",
+                ],
+            )
+        )
+    return tables

@@ -1,0 +1,69 @@
+"""Event embedding and prediction heads around any backbone (THP encoder, Meta TPP decoder).
+
+Event i is embedded as ``mark_embedding(k_i) + temporal_encoding(tau_i)`` where ``tau_i`` is the
+time since the previous event (0 for the first event): Meta TPP feeds its ``times`` array, which
+holds inter-event times, to THP's sinusoidal temporal encoding. THP adds that encoding again before
+every layer; here it is added once at the input, because heads never look inside the backbone.
+The backbone output at event i summarises the history up to and including event i and parameterises
+the next event: a mixture of log-normals over ``tau_{i+1}`` and a categorical over ``k_{i+1}``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from recurrent_attention.models.base import Backbone, State
+from recurrent_attention.tasks.ef.mixture import LogNormalMixture
+
+
+def temporal_encoding(t: Tensor, d_model: int) -> Tensor:
+    """THP's encoding ``t / 10000^(2 floor(j/2) / d)``, sin on even j, cos on odd j: ``(...) -> (..., d)``."""
+    j = torch.arange(d_model, device=t.device)
+    scale = torch.pow(10000.0, 2.0 * torch.div(j, 2, rounding_mode="floor") / d_model).to(t.dtype)
+    angle = t.unsqueeze(-1) / scale
+    return torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle))
+
+
+class MixtureHead(nn.Module):
+    """Meta TPP's decoder: ``Linear -> tanh -> Linear`` to K weights, locations and scales."""
+
+    def __init__(self, d_model: int, n_components: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh(), nn.Linear(d_model, 3 * n_components))
+
+    def forward(self, hidden: Tensor) -> LogNormalMixture:
+        weight_logits, mu, sigma_logits = self.net(hidden).chunk(3, dim=-1)
+        return LogNormalMixture(F.log_softmax(weight_logits, dim=-1), mu, F.softplus(sigma_logits))
+
+
+class EventModel(nn.Module):
+    """Embedding -> backbone -> (time mixture, mark logits); no mark head for unmarked data (n_marks 1)."""
+
+    def __init__(self, backbone: Backbone, n_marks: int, n_components: int = 8) -> None:
+        super().__init__()
+        d_model = backbone.d_model
+        self.backbone = backbone
+        self.n_marks = n_marks
+        self.mark_embedding = nn.Embedding(n_marks, d_model)
+        self.time_head = MixtureHead(d_model, n_components)
+        self.mark_head = nn.Linear(d_model, n_marks) if n_marks > 1 else None
+
+    def embed(self, intervals: Tensor, marks: Tensor) -> Tensor:
+        """``intervals``, ``marks`` of shape ``(...)`` -> event embeddings ``(..., d_model)``."""
+        return self.mark_embedding(marks) + temporal_encoding(intervals, self.backbone.d_model)
+
+    def forward(self, intervals: Tensor, marks: Tensor) -> Tensor:
+        """``(B, N)`` events -> hidden ``(B, N, d_model)``; position i conditions the prediction of i + 1."""
+        hidden, _ = self.backbone(self.embed(intervals, marks))
+        return hidden
+
+    def step(self, interval: Tensor, mark: Tensor, state: State) -> tuple[Tensor, State]:
+        """One event per sequence, ``(B,)`` each -> ``(hidden (B, d_model), state)``, as ``forward`` gives."""
+        return self.backbone.step(self.embed(interval, mark), state)
+
+    def predict(self, hidden: Tensor) -> tuple[LogNormalMixture, Tensor | None]:
+        """Next-event distribution from hidden states: the interval mixture and mark logits (or None)."""
+        logits = self.mark_head(hidden) if self.mark_head is not None else None
+        return self.time_head(hidden), logits

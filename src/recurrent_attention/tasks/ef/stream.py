@@ -1,0 +1,136 @@
+"""Next-event predictions for a growing event stream, one event at a time.
+
+:class:`EventStream` feeds each arriving event through ``backbone.step``: with Aaren the carried
+state has a constant size however long the stream, with the Transformer it is a KV cache. Its
+predictions equal those of the parallel pass over the whole sequence (tests check it), so a model
+trained in parallel can be deployed on a live stream. ``main`` is the command line of
+``scripts/ef_stream.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from recurrent_attention.models.base import State
+from recurrent_attention.tasks.ef.head import EventModel
+from recurrent_attention.tasks.ef.mixture import LogNormalMixture
+
+
+@dataclass
+class NextEvent:
+    """The prediction made after observing the event at ``after``."""
+
+    after: float
+    mixture: LogNormalMixture
+    mark_logits: Tensor | None
+
+    @property
+    def interval_mean(self) -> float:
+        return float(self.mixture.mean())
+
+    @property
+    def time_mean(self) -> float:
+        return self.after + self.interval_mean
+
+    @property
+    def mark(self) -> int | None:
+        return None if self.mark_logits is None else int(self.mark_logits.argmax())
+
+
+class EventStream:
+    """Observe events in time order; each call returns the distribution of the next event."""
+
+    def __init__(self, model: EventModel) -> None:
+        self.model = model.eval()
+        parameter = next(model.parameters())
+        self.state: State = model.backbone.init_state(1, parameter.device, parameter.dtype)
+        self.last_time: float | None = None
+
+    @torch.no_grad()
+    def observe(self, time: float, mark: int = 0) -> NextEvent:
+        if self.last_time is not None and time < self.last_time:
+            raise ValueError(f"events must arrive in time order: {time} < {self.last_time}")
+        parameter = next(self.model.parameters())
+        interval = 0.0 if self.last_time is None else time - self.last_time
+        interval_t = torch.tensor([interval], dtype=parameter.dtype, device=parameter.device)
+        mark_t = torch.tensor([mark], device=parameter.device)
+        hidden, self.state = self.model.step(interval_t, mark_t, self.state)
+        mixture, logits = self.model.predict(hidden[0])
+        self.last_time = time
+        return NextEvent(time, mixture, logits)
+
+
+@torch.no_grad()
+def stream_predictions(model: EventModel, times: Sequence[float], marks: Sequence[int]) -> list[NextEvent]:
+    """The prediction after each event of one sequence, computed event by event."""
+    stream = EventStream(model)
+    return [stream.observe(float(t), int(k)) for t, k in zip(times, marks, strict=True)]
+
+
+@torch.no_grad()
+def parallel_predictions(model: EventModel, times: Sequence[float], marks: Sequence[int]) -> list[NextEvent]:
+    """The same predictions from one parallel pass over the whole sequence."""
+    model.eval()
+    parameter = next(model.parameters())
+    times_t = torch.as_tensor(
+        np.asarray(times, dtype=np.float64), dtype=parameter.dtype, device=parameter.device
+    )
+    intervals = torch.diff(times_t, prepend=times_t[:1])
+    marks_t = torch.as_tensor(np.asarray(marks, dtype=np.int64), device=parameter.device)
+    hidden = model(intervals[None], marks_t[None])[0]
+    mixture, logits = model.predict(hidden)
+    return [
+        NextEvent(float(t), mixture[i], None if logits is None else logits[i]) for i, t in enumerate(times_t)
+    ]
+
+
+def _load_run(run_dir: Path) -> tuple[EventModel, list]:
+    """The best checkpoint's model and the test sequences of a finished ``train.py`` run."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    checkpoint = run_dir / "checkpoints" / "best.ckpt"
+    module.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"])
+    datamodule = instantiate(cfg.task.datamodule)
+    return module.model, datamodule.load_splits()["test"]
+
+
+def _demo_model() -> tuple[EventModel, list]:
+    """An untrained small Aaren on generated ``sin`` sequences: shows the mechanics without any files."""
+    from recurrent_attention.models.aaren import Aaren
+    from recurrent_attention.tasks.ef.sin import generate_sin
+
+    torch.manual_seed(0)
+    return EventModel(Aaren(d_model=16, n_heads=2, n_layers=1, d_ff=32), n_marks=1), generate_sin(3, seed=0)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Stream a test sequence event by event; print next-event predictions."
+    )
+    parser.add_argument(
+        "run", nargs="?", type=Path, help="a train.py run folder (omit for an untrained demo)"
+    )
+    parser.add_argument("--sequence", type=int, default=0, help="index of the test sequence")
+    parser.add_argument("--events", type=int, default=20, help="how many events to show")
+    args = parser.parse_args(argv)
+    model, sequences = _load_run(args.run) if args.run else _demo_model()
+    seq = sequences[args.sequence]
+    n = min(args.events, len(seq))
+    header = ("event", "time", "mark", "E[next interval]", "E[next time]", "next mark")
+    print("{:>5} {:>10} {:>5} | {:>16} {:>12} {:>9}".format(*header))
+    predictions = stream_predictions(model, seq.times[:n], seq.marks[:n])
+    for i, pred in enumerate(predictions):
+        truth = f"  (true next: {seq.times[i + 1]:.4f}, mark {seq.marks[i + 1]})" if i + 1 < len(seq) else ""
+        mark = "-" if pred.mark is None else str(pred.mark)
+        observed = f"{i:>5} {seq.times[i]:>10.4f} {seq.marks[i]:>5}"
+        print(f"{observed} | {pred.interval_mean:>16.4f} {pred.time_mean:>12.4f} {mark:>9}{truth}")

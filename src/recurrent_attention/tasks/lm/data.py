@@ -1,0 +1,177 @@
+"""Word-level corpora (PTB, WikiText), contiguous batching into streams, windows of segments.
+
+Reading follows Transformer-XL: every line is split on whitespace and ends with one ``<eos>``
+(blank WikiText lines become a lone ``<eos>``), so PTB train has 887,521 words + 42,068 ``<eos>``.
+The vocabulary is built from the training file only: ``<eos>`` first, then words by decreasing
+count (ties in order of first appearance); ``<unk>`` is an ordinary word of these corpora.
+
+Batching: the token stream is cut into ``B`` contiguous streams (the tail that does not divide
+evenly is dropped), so row b of every batch continues row b of the previous one and a carried
+state stays meaningful. A training item is a window of ``bptt_segments`` consecutive segments
+(one optimiser step; the module runs the segments in order and truncates BPTT at the window);
+an evaluation item is one segment. Items are returned in order, never shuffled.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+from recurrent_attention.data import resolve_file
+
+EOS, UNK = "<eos>", "<unk>"
+SPLIT_FILES = {"train": "train", "val": "valid", "test": "test"}
+
+
+def line_tokens(path: str | Path, lower_case: bool = False) -> Iterator[list[str]]:
+    """The words of each line of ``path`` followed by ``<eos>``."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            words = line.lower().split() if lower_case else line.split()
+            words.append(EOS)
+            yield words
+
+
+class Vocabulary:
+    """Word <-> id, built from the training file; unknown words map to ``<unk>`` when it exists."""
+
+    def __init__(self, symbols: list[str]) -> None:
+        self.symbols = symbols
+        self.index = {s: i for i, s in enumerate(symbols)}
+        if len(self.index) != len(symbols):
+            raise ValueError("vocabulary symbols must be unique")
+
+    @classmethod
+    def from_file(cls, path: str | Path, lower_case: bool = False) -> Vocabulary:
+        counts: Counter[str] = Counter()
+        for words in line_tokens(path, lower_case):
+            counts.update(words[:-1])
+        counts.pop(EOS, None)
+        return cls([EOS, *(word for word, _ in counts.most_common())])
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def encode_file(self, path: str | Path, lower_case: bool = False) -> Tensor:
+        """Token ids of the whole file as one ``int64`` tensor."""
+        unk = self.index.get(UNK)
+        index = self.index
+
+        def ids() -> Iterator[int]:
+            for words in line_tokens(path, lower_case):
+                for word in words:
+                    i = index.get(word, unk)
+                    if i is None:
+                        raise ValueError(
+                            f"{path}: word {word!r} is not in the training vocabulary and there is no {UNK}"
+                        )
+                    yield i
+
+        return torch.from_numpy(np.fromiter(ids(), dtype=np.int64))
+
+
+def batchify(ids: Tensor, n_streams: int) -> Tensor:
+    """``(T,)`` -> ``(n_streams, T // n_streams)``: stream b is the b-th contiguous chunk of the corpus."""
+    length = ids.numel() // n_streams
+    if length < 2:
+        raise ValueError(f"{ids.numel()} tokens are too few for {n_streams} streams")
+    return ids[: n_streams * length].view(n_streams, length)
+
+
+class SegmentWindows(Dataset):
+    """Item i: inputs ``x`` and next-token targets ``y`` of window i, both ``(B, <= window)``."""
+
+    def __init__(self, streams: Tensor, window: int) -> None:
+        self.streams, self.window = streams, window
+
+    def __len__(self) -> int:
+        return -(-(self.streams.shape[1] - 1) // self.window)
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        start = i * self.window
+        end = min(start + self.window, self.streams.shape[1] - 1)
+        return {"x": self.streams[:, start:end], "y": self.streams[:, start + 1 : end + 1]}
+
+
+class LMDataModule(L.LightningDataModule):
+    """A registered corpus (``train``/``valid``/``test`` files) as ordered windows of segments.
+
+    ``tokens_per_step`` (optional) replaces ``batch_size`` by ``tokens_per_step / (seg_len x
+    bptt_segments)`` streams, so that every segment length gets the same tokens per optimiser step
+    and the same number of steps for a given share of the epoch (short CPU budgets compare models
+    at equal optimisation effort). ``files`` maps ``train``/``valid``/``test`` to explicit paths
+    (own data, test fixtures) and bypasses the registry. ``vocab_size`` is what the model was built for; a corpus whose training
+    vocabulary differs is an error, not a silent resize.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        vocab_size: int,
+        seg_len: int,
+        bptt_segments: int = 1,
+        batch_size: int = 20,
+        eval_batch_size: int = 10,
+        tokens_per_step: int | None = None,
+        lower_case: bool = False,
+        files: dict[str, str] | None = None,
+        data_dir: str = "data",
+        mirror: str | None = None,
+        download: bool = True,
+    ) -> None:
+        super().__init__()
+        self.source, self.vocab_size, self.lower_case = source, vocab_size, lower_case
+        self.seg_len, self.bptt_segments = seg_len, bptt_segments
+        if tokens_per_step is not None:
+            batch_size = max(1, round(tokens_per_step / (seg_len * bptt_segments)))
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.files, self.data_dir, self.mirror, self.download = files, data_dir, mirror, download
+        self.vocab: Vocabulary | None = None
+        self.datasets: dict[str, SegmentWindows] = {}
+
+    def file(self, key: str) -> Path:
+        if self.files is not None:
+            return Path(self.files[key])
+        return resolve_file(self.source, key, self.data_dir, self.mirror, self.download)
+
+    def prepare_data(self) -> None:
+        for key in SPLIT_FILES.values():
+            self.file(key)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.datasets:
+            return
+        self.vocab = Vocabulary.from_file(self.file("train"), self.lower_case)
+        if len(self.vocab) != self.vocab_size:
+            raise ValueError(
+                f"{self.source}: the training vocabulary has {len(self.vocab)} words but "
+                f"task.vocab_size={self.vocab_size}; set task.vocab_size={len(self.vocab)}"
+            )
+        for split, key in SPLIT_FILES.items():
+            ids = self.vocab.encode_file(self.file(key), self.lower_case)
+            if split == "train":
+                streams, window = batchify(ids, self.batch_size), self.seg_len * self.bptt_segments
+            else:
+                streams, window = batchify(ids, self.eval_batch_size), self.seg_len
+            self.datasets[split] = SegmentWindows(streams, window)
+
+    def _loader(self, split: str) -> DataLoader:
+        return DataLoader(self.datasets[split], batch_size=None, shuffle=False)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train")
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test")
