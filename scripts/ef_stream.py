@@ -1,0 +1,10 @@
+"""Print next-event predictions for a test sequence, fed one event at a time (``backbone.step``).
+
+python scripts/ef_stream.py outputs/ef/mimic/aaren/paper/seed1/<overrides> --sequence 0
+python scripts/ef_stream.py            # an untrained demo model on a generated sin sequence
+"""
+
+from recurrent_attention.tasks.ef.stream import main
+
+if __name__ == "__main__":
+    main()

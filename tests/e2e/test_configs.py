@@ -1,0 +1,50 @@
+"""Task configs compose with the backbones: interpolations resolve, targets import, sizes agree."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf
+
+from recurrent_attention.config import CONFIG_DIR, register_resolvers
+
+register_resolvers()
+
+
+def options(group: str) -> list[str]:
+    """Selectable options of a config group, as ``task=<option>`` spells them."""
+    return sorted(
+        str(p.relative_to(CONFIG_DIR / group).with_suffix(""))
+        for p in (CONFIG_DIR / group).rglob("*.yaml")
+        if not p.name.startswith("_")
+    )
+
+
+TASKS = options("task")
+MODELS = options("model")
+FIRST_TASK_OF_FAMILY = {task.split("/")[0]: task for task in reversed(TASKS)}
+# Every task with Aaren, and every backbone with one task of each family.
+PAIRS = sorted(
+    {(task, "aaren") for task in TASKS} | {(t, m) for t in FIRST_TASK_OF_FAMILY.values() for m in MODELS}
+)
+
+
+@pytest.mark.parametrize(("task", "model"), PAIRS)
+def test_task_composes_with_model(task: str, model: str) -> None:
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[f"task={task}", f"model={model}", "preset=smoke"])
+    resolved = OmegaConf.to_container(cfg.task, resolve=True)
+    assert resolved["family"] == task.split("/")[0]
+    for key in ("name", "dataset", "max_epochs", "monitor", "datamodule", "module"):
+        assert key in resolved, f"{task}: task.{key} missing"
+    get_class(cfg.task.datamodule._target_)
+    get_class(cfg.task.module._target_)
+    assert instantiate(cfg.model.backbone).d_model == cfg.model.d_model
+
+
+def test_bad_override_names_the_key() -> None:
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        with pytest.raises(ConfigCompositionException, match="task.pred_lenn"):
+            compose("train", overrides=["task=tsf/etth1", "task.pred_lenn=3"])

@@ -1,0 +1,130 @@
+"""NLL, RMSE and accuracy by hand; the explicit L2 term equals Adam's coupled weight decay."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import pytest
+import torch
+from scipy import stats
+
+from recurrent_attention.models import Transformer
+from recurrent_attention.tasks.ef.data import collate
+from recurrent_attention.tasks.ef.formats import EventSequence
+from recurrent_attention.tasks.ef.head import EventModel
+from recurrent_attention.tasks.ef.likelihood import EventScores, score_batch
+from recurrent_attention.tasks.ef.metrics import EventTotals
+from recurrent_attention.tasks.ef.module import EventModule
+
+
+def small_model(n_marks: int = 3) -> EventModel:
+    torch.manual_seed(0)
+    return (
+        EventModel(Transformer(d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0), n_marks)
+        .double()
+        .eval()
+    )
+
+
+def hand_terms(model: EventModel, batch: dict, position: int) -> tuple[list, list, list, torch.Tensor]:
+    """The mixture (as plain numbers) and mark log-probabilities predicted at ``position`` of row 0."""
+    with torch.no_grad():
+        mixture, logits = model.predict(model(batch["intervals"], batch["marks"])[0, position])
+    weights = torch.softmax(mixture.log_weights, -1).tolist()
+    return weights, mixture.mu.tolist(), mixture.sigma.tolist(), torch.log_softmax(logits, -1)
+
+
+def test_two_event_nll_by_hand() -> None:
+    """Event 1 conditions, event 2 is scored: NLL = -(log f(1.2) + log P(mark 2)), no survival term."""
+    model = small_model()
+    batch = collate([EventSequence([0.5, 1.7], [1, 2])], dtype=torch.float64)
+    weights, mu, sigma, log_marks = hand_terms(model, batch, 0)
+    density = sum(
+        w * math.exp(-((math.log(1.2) - m) ** 2) / (2 * s * s)) / (1.2 * s * math.sqrt(2 * math.pi))
+        for w, m, s in zip(weights, mu, sigma, strict=True)
+    )
+    expected = -(math.log(density) + float(log_marks[2]))
+    with torch.no_grad():
+        scores = score_batch(model, batch)
+    assert float(scores.nll_sum()) == pytest.approx(expected, rel=1e-10)
+    totals = EventTotals()
+    totals.update(scores, batch)
+    assert totals.compute()["nll"] == pytest.approx(expected, rel=1e-10)
+    assert totals.compute("reference")["nll"] == pytest.approx(expected / 2, rel=1e-10)
+    mean = sum(w * math.exp(m + s * s / 2) for w, m, s in zip(weights, mu, sigma, strict=True))
+    assert totals.compute()["rmse"] == pytest.approx(abs(mean - 1.2), rel=1e-10)
+    assert totals.compute()["acc"] == (100.0 if int(log_marks.argmax()) == 2 else 0.0)
+
+
+def test_window_end_adds_the_survival_term() -> None:
+    model = small_model()
+    closed = collate([EventSequence([0.5, 1.7], [1, 2])], dtype=torch.float64)
+    open_ = collate([EventSequence([0.5, 1.7], [1, 2], t_end=2.5)], dtype=torch.float64)
+    weights, mu, sigma, _ = hand_terms(model, open_, 1)
+    survival = sum(
+        w * stats.lognorm(s=s, scale=math.exp(m)).sf(0.8) for w, m, s in zip(weights, mu, sigma, strict=True)
+    )
+    with torch.no_grad():
+        gap = float(score_batch(model, open_).nll_sum() - score_batch(model, closed).nll_sum())
+    assert gap == pytest.approx(-math.log(survival), rel=1e-9)
+
+
+def test_padding_does_not_change_a_sequence_score() -> None:
+    model = small_model()
+    short = EventSequence([0.0, 0.3, 1.1], [0, 1, 2])
+    long = EventSequence([0.0, 0.2, 0.9, 1.0, 2.5, 4.0], [2, 2, 0, 1, 0, 1])
+    with torch.no_grad():
+        alone = score_batch(model, collate([short], dtype=torch.float64)).nll_sum()
+        both = score_batch(model, collate([short, long], dtype=torch.float64))
+        other = score_batch(model, collate([long], dtype=torch.float64)).nll_sum()
+    assert float(both.nll_sum()) == pytest.approx(float(alone + other), rel=1e-10)
+
+
+def scores_with_errors(errors: list[list[float]], correct: list[list[bool]]) -> tuple[EventScores, dict]:
+    """Fake scores whose predicted means differ from the targets by ``errors`` (row-wise, right-padded)."""
+    n = max(len(e) for e in errors) + 1
+    target = torch.tensor([[i < len(e) for i in range(n - 1)] for e in errors])
+    intervals = torch.ones(len(errors), n, dtype=torch.float64)
+    mean = intervals[:, 1:].clone()
+    marks = torch.zeros(len(errors), n, dtype=torch.long)
+    mark_pred = torch.ones(len(errors), n - 1, dtype=torch.long)
+    for row, (err, ok) in enumerate(zip(errors, correct, strict=True)):
+        mean[row, : len(err)] += torch.tensor(err, dtype=torch.float64)
+        mark_pred[row, : len(ok)] = torch.tensor([0 if c else 1 for c in ok])
+    zeros = torch.zeros_like(mean)
+    scores = EventScores(zeros, zeros, torch.zeros(len(errors)), target, mean, mark_pred)
+    batch = {"intervals": intervals, "marks": marks, "lengths": target.sum(1) + 1}
+    return scores, batch
+
+
+def test_rmse_default_and_meta_tpp_quirk() -> None:
+    """Errors [1, -1] and [2]: RMSE sqrt(6/3); Meta TPP squares each sequence's sum: sqrt((0 + 4)/3)."""
+    scores, batch = scores_with_errors([[1.0, -1.0], [2.0]], [[True, False], [True]])
+    totals = EventTotals()
+    totals.update(scores, batch)
+    assert totals.compute()["rmse"] == pytest.approx(math.sqrt(6 / 3))
+    assert totals.compute("reference")["rmse"] == pytest.approx(math.sqrt(4 / 3))
+    assert totals.compute()["acc"] == pytest.approx(100 * 2 / 3)
+
+
+def test_l2_term_equals_adam_weight_decay() -> None:
+    """One Adam step on NLL + wd/2 |theta|^2 lands where Adam(weight_decay=wd) on the NLL does."""
+    batch = collate([EventSequence([0.0, 0.4, 1.5, 1.6], [0, 1, 1, 0])])
+    results = []
+    for explicit in (True, False):
+        torch.manual_seed(0)
+        backbone = Transformer(d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0)
+        wd = 0.05
+        module = EventModule(
+            backbone,
+            partial(torch.optim.Adam, lr=1e-2, weight_decay=0.0 if explicit else wd),
+            2,
+            weight_decay=wd,
+        )
+        optimizer = module.configure_optimizers()
+        nll = module.score(batch).nll_sum()
+        (nll + module.l2_penalty() if explicit else nll).backward()
+        optimizer.step()
+        results.append(torch.cat([p.detach().flatten() for p in module.parameters()]))
+    torch.testing.assert_close(results[0], results[1], rtol=1e-5, atol=1e-6)
