@@ -19,6 +19,25 @@ PROTOCOL_NOTES = {
 }
 
 
+def override_notes(runs: pd.DataFrame) -> list[str]:
+    """The command-line overrides behind each dataset's runs, read from their run folder names.
+
+    ``train.py`` names a run folder after the overrides that change the result (``task.compat`` is
+    already in the table title), so the note shows e.g. a shortened ``task.max_epochs``.
+    """
+    if "path" not in runs:
+        return []
+    notes = []
+    for dataset, part in runs.groupby("dataset"):
+        folders = {Path(p).parent.name for p in part["path"]}
+        extra = sorted(
+            {o for f in folders for o in f.split(",") if "=" in o and not o.startswith("task.compat=")}
+        )
+        if extra:
+            notes.append(f"{dataset} overrides: {' '.join(extra)}")
+    return notes
+
+
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
     runs = runs[runs["family"] == "tsc"]
     if runs.empty:
@@ -46,6 +65,7 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
             f"protocol {compat}: {PROTOCOL_NOTES.get(compat, compat)}",
             "paper: Aaren Table 4 (TSLib settings, flatten head, 5 seeds).",
             *provenance(part),
+            *override_notes(part),
             "command: python train.py -m model=transformer,aaren task=tsc/<dataset> seed=1,2,3,4,5 "
             f"preset={preset} task.compat={compat}",
         ]
