@@ -7,6 +7,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.models.base import Backbone
 
@@ -47,3 +48,23 @@ class TaskModule(L.LightningModule):
 
     def backbone_parameter_count(self) -> int:
         return sum(p.numel() for p in self.backbone.parameters())
+
+
+def make_loader(
+    dataset: Dataset,
+    batch_size: int,
+    shuffle: bool,
+    num_workers: int = 0,
+    drop_last: bool = False,
+    collate_fn: Callable | None = None,
+) -> DataLoader:
+    """The DataLoader every datamodule uses: workers kept alive between epochs when there are any."""
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        collate_fn=collate_fn,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+    )

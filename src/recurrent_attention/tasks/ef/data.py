@@ -21,6 +21,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import resolve_file
+from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.ef.formats import (
     EventSequence,
     positional_split,
@@ -160,13 +161,8 @@ class EFDataModule(L.LightningDataModule):
             self.datasets[split] = EventDataset(sequences)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            self.datasets[split],
-            batch_size=self.batch_size,
-            shuffle=shuffle,
-            collate_fn=collate,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
+        return make_loader(
+            self.datasets[split], self.batch_size, shuffle, self.num_workers, collate_fn=collate
         )
 
     def train_dataloader(self) -> DataLoader:

@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import resolve_file
+from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.tsc.tsformat import TSData, read_ts
 
 COMPATS = ("default", "reference")
@@ -222,13 +223,7 @@ class TSCDataModule(L.LightningDataModule):
         self.datasets["val"] = self.datasets["test"] if val_idx is None else subset(val_idx)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            self.datasets[split],
-            batch_size=self.batch_size,
-            shuffle=shuffle,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
+        return make_loader(self.datasets[split], self.batch_size, shuffle, self.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -19,6 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import resolve_file
+from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.tsf.timefeatures import time_features
 
 SPLITS = ("train", "val", "test")
@@ -176,14 +177,7 @@ class TSFDataModule(L.LightningDataModule):
             )
 
     def _loader(self, split: str, shuffle: bool, drop_last: bool) -> DataLoader:
-        return DataLoader(
-            self.datasets[split],
-            batch_size=self.batch_size,
-            shuffle=shuffle,
-            drop_last=drop_last,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
-        )
+        return make_loader(self.datasets[split], self.batch_size, shuffle, self.num_workers, drop_last)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True, drop_last=True)
