@@ -61,6 +61,11 @@ def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
     return float(arr.mean()), std, len(arr)
 
 
+def _tidy(value: object) -> object:
+    """Integral floats (pandas turns integer columns with gaps into floats) print as integers."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def format_pm(mean: float, std: float, digits: int) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
@@ -93,7 +98,7 @@ def compare(
     stats = aggregate(runs, keys, metrics)
     out = []
     for row in stats.to_dict("records"):
-        line = {k: row[k] for k in [*keys, "model"]}
+        line = {k: _tidy(row[k]) for k in [*keys, "model"]}
         for metric in metrics:
             if f"{metric}_mean" in row and not pd.isna(row[f"{metric}_mean"]):
                 line[f"{metric} (ours)"] = format_pm(row[f"{metric}_mean"], row[f"{metric}_std"], digits)
