@@ -71,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-tokens", type=int, default=16384)
     parser.add_argument("--stream-d-model", type=int, default=128)
     parser.add_argument("--stream-layers", type=int, default=2)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1: stable on a shared machine; tiny ops gain nothing)",
+    )
     parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from an existing bench.json")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -81,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
     bar = tqdm(desc="bench", unit="step")
 
     def progress(msg: str) -> None:
@@ -102,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "device": args.device if args.device != "cpu" else device_description(),
         "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
         "operator_shape": "B=32, H=4, d_head=32, fp32",
         "stream_model": f"d_model {args.stream_d_model}, 4 heads, {args.stream_layers} layers, batch 1",
         "params": {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()},

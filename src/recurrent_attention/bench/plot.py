@@ -23,7 +23,7 @@ def plot_bench(report: dict, path: str | Path) -> Path:
         yscale="log",
         xlabel="N tokens",
         ylabel="fwd+bwd seconds",
-        title=f"Operator, {report['operator_shape']} ({report['device']})",
+        title=f"Aaren paths vs causal SDPA\n{report['operator_shape']}",
     )
     by_model: dict[str, list[dict]] = {}
     for row in report["streaming"]:
@@ -45,6 +45,7 @@ def plot_bench(report: dict, path: str | Path) -> Path:
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
+    fig.suptitle(f"{report['device']}; streaming model: {report['stream_model']}", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
