@@ -2,8 +2,11 @@
 PYTHON ?= .venv/bin/python
 RUNS ?= outputs results/runs
 DATASETS ?= ETTh1 ETTh2 ETTm1 exchange_rate
+# Real files come from a local mirror when one sits beside the checkout (tests on real data use it too).
+RA_DATA_MIRROR ?= $(wildcard ../shared/data)
+export RA_DATA_MIRROR
 
-.PHONY: setup test lint data tables figures bench
+.PHONY: setup test lint data tables figures bench lm-cost
 
 setup:  ## create .venv and install the package with its test tools (torch 2.13.0 CPU build)
 	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q && .venv/bin/pip install -e ".[dev]"
@@ -25,3 +28,6 @@ figures:  ## plots of the efficiency benchmark results
 
 bench:  ## operator and streaming speed/memory ratios vs SDPA / KV cache, printed and plotted
 	$(PYTHON) scripts/bench.py --out results/bench
+
+lm-cost:  ## CRT Table 1 (FLOPs per forward vs formulas) and Table 6 (params, inference ms/batch) -> results/
+	$(PYTHON) scripts/lm_cost.py --out results

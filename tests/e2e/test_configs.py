@@ -45,6 +45,8 @@ def test_task_composes_with_model(task: str, model: str) -> None:
 
 
 def test_bad_override_names_the_key() -> None:
-    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
-        with pytest.raises(ConfigCompositionException, match="task.pred_lenn"):
-            compose("train", overrides=["task=tsf/etth1", "task.pred_lenn=3"])
+    with (
+        initialize_config_dir(str(CONFIG_DIR), version_base="1.3"),
+        pytest.raises(ConfigCompositionException, match=r"task\.pred_lenn"),
+    ):
+        compose("train", overrides=["task=tsf/etth1", "task.pred_lenn=3"])

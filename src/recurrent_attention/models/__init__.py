@@ -2,6 +2,9 @@
 
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone
+from recurrent_attention.models.crt import CompactRecurrentTransformer
+from recurrent_attention.models.ncgru import GRU, NCGRU
 from recurrent_attention.models.transformer import Transformer
+from recurrent_attention.models.transformer_xl import TransformerXL
 
-__all__ = ["Aaren", "Backbone", "Transformer"]
+__all__ = ["GRU", "NCGRU", "Aaren", "Backbone", "CompactRecurrentTransformer", "Transformer", "TransformerXL"]

@@ -52,13 +52,13 @@ class TaskModule(L.LightningModule):
 
 def make_loader(
     dataset: Dataset,
-    batch_size: int,
+    batch_size: int | None,
     shuffle: bool,
     num_workers: int = 0,
     drop_last: bool = False,
     collate_fn: Callable | None = None,
 ) -> DataLoader:
-    """The DataLoader every datamodule uses: workers kept alive between epochs when there are any."""
+    """The DataLoader every datamodule uses (``batch_size=None``: items are batches already)."""
     return DataLoader(
         dataset,
         batch_size=batch_size,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -33,16 +34,15 @@ def _memory(model: str, seg_len: int) -> str:
     )
 
 
-def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
-    runs = runs[runs["family"] == "lm"] if "family" in runs else runs.iloc[:0]
-    if runs.empty:
-        return []
-    reference = load_reference("crt_lm.csv", reference_dir)
+def _paper_lookup(
+    reference: pd.DataFrame | None, dataset: str
+) -> Callable[[dict, str], tuple[float, float] | None]:
+    """(row, metric) -> (paper perplexity, 0) for one dataset, or None where the paper has no such row."""
 
     def lookup(row: dict, metric: str) -> tuple[float, float] | None:
         model, rnn = PAPER_MODELS.get(row["model"], (row["model"], None))
         hit = reference[
-            (reference["dataset"] == PAPER_DATASETS.get(row["dataset"], row["dataset"]))
+            (reference["dataset"] == dataset)
             & (reference["layers"] == row["setting.n_layers"])
             & (reference["seg_len"] == row["setting.seg_len"])
             & (reference["model"] == model)
@@ -50,10 +50,20 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
         ]
         return (float(hit["ppl"].iloc[0]), 0.0) if len(hit) else None
 
+    return lookup
+
+
+def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
+    runs = runs[runs["family"] == "lm"] if "family" in runs else runs.iloc[:0]
+    if runs.empty:
+        return []
+    reference = load_reference("crt_lm.csv", reference_dir)
+
     tables = []
     for (dataset, layers, preset), part in runs.groupby(
         ["dataset", "setting.n_layers", "preset"], dropna=False
     ):
+        lookup = _paper_lookup(reference, PAPER_DATASETS.get(dataset, dataset))
         frame = compare(part, ["setting.n_layers", "setting.seg_len"], ["ppl"], reference, lookup, digits=2)
         frame["order"] = frame["model"].map({m: i for i, m in enumerate(MODEL_ORDER)})
         frame = frame.sort_values(["setting.seg_len", "order"], ascending=[False, True]).drop(columns="order")

@@ -25,6 +25,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import resolve_file
+from recurrent_attention.tasks.base import make_loader
 
 EOS, UNK = "<eos>", "<unk>"
 SPLIT_FILES = {"train": "train", "val": "valid", "test": "test"}
@@ -109,8 +110,9 @@ class LMDataModule(L.LightningDataModule):
     bptt_segments)`` streams, so that every segment length gets the same tokens per optimiser step
     and the same number of steps for a given share of the epoch (short CPU budgets compare models
     at equal optimisation effort). ``files`` maps ``train``/``valid``/``test`` to explicit paths
-    (own data, test fixtures) and bypasses the registry. ``vocab_size`` is what the model was built for; a corpus whose training
-    vocabulary differs is an error, not a silent resize.
+    (own data, test fixtures) and bypasses the registry. ``vocab_size`` is what the model was built
+    for; a corpus whose training vocabulary differs is an error, not a silent resize. Items are
+    already batches (B streams x one window), hence ``DataLoader(batch_size=None)``.
     """
 
     def __init__(
@@ -165,7 +167,7 @@ class LMDataModule(L.LightningDataModule):
             self.datasets[split] = SegmentWindows(streams, window)
 
     def _loader(self, split: str) -> DataLoader:
-        return DataLoader(self.datasets[split], batch_size=None, shuffle=False)
+        return make_loader(self.datasets[split], batch_size=None, shuffle=False)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train")

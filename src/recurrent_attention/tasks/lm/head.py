@@ -1,12 +1,14 @@
 """The language model around a backbone: word embedding in, tied (adaptive) softmax out.
 
 Transformer-XL's conventions: embeddings scaled by sqrt(d_model), dropout on the embedded input
-and on the backbone output, output weights tied to the embedding. With ``cutoffs`` the softmax is
-adaptive (Grave et al. 2017; TXL uses 20000, 40000, 200000 on WikiText-103): a head over the
-frequent words plus one logit per tail cluster, then a softmax within the cluster; the clusters
-reuse the tied embedding rows (div_val 1, so no projections are needed). Without cutoffs it is
-the ordinary full softmax. Backbones that have no notion of order (the plain Transformer) get
-sinusoidal absolute positions, counted from the start of each segment.
+and on the backbone output, output weights tied to the embedding. Embeddings start as N(0, 1/d) so
+the scaled inputs have unit variance, the scale of the sinusoidal encodings the Transformer adds
+(with TXL's N(0, 0.02²) a small model's tokens start buried under its positions).
+With ``cutoffs`` the softmax is adaptive (Grave et al. 2017; TXL uses 20000, 40000, 200000 on
+WikiText-103): a head over the frequent words plus one logit per tail cluster, then a softmax
+within the cluster; the clusters reuse the tied embedding rows (div_val 1, so no projections are
+needed). Without cutoffs it is the ordinary full softmax. Backbones that have no notion of order
+(the plain Transformer) get sinusoidal absolute positions, counted from the start of each segment.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class LanguageModel(nn.Module):
         d_model = backbone.d_model
         self.backbone = backbone
         self.embedding = nn.Embedding(vocab_size, d_model)
-        nn.init.normal_(self.embedding.weight, std=0.02)
+        nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
         self.scale = d_model**0.5
         self.dropout = nn.Dropout(dropout)
         self.softmax = AdaptiveSoftmax(self.embedding.weight, cutoffs)

@@ -1,0 +1,84 @@
+"""NCGRU: W stays orthogonal through optimiser steps; the Neumann inverse and its gradient are exact."""
+
+from __future__ import annotations
+
+import torch
+
+from recurrent_attention.models.ncgru import GRU, NCGRU, mod_relu, neumann_inverse
+
+
+def _orthogonality_error(W: torch.Tensor) -> float:
+    return float((W.mT @ W - torch.eye(W.shape[0])).abs().max())
+
+
+def _train_steps(cell: NCGRU, steps: int, lr: float) -> None:
+    torch.manual_seed(1)
+    optimizer = torch.optim.Adam(cell.parameters(), lr=lr)
+    x = torch.randn(4, 6, cell.input_size)
+    for _ in range(steps):
+        outputs, _ = cell(x)
+        loss = (outputs - 0.5).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test_w_stays_orthogonal_after_optimizer_steps_with_neumann_refresh():
+    torch.manual_seed(0)
+    cell = NCGRU(5, 16, inverse="neumann")
+    initial_inverse = cell.inverse_matrix.clone()
+    _train_steps(cell, steps=30, lr=1e-3)
+    with torch.no_grad():
+        W = cell.recurrent_matrix()  # refreshes the inverse after the last step
+        assert _orthogonality_error(W) < 1e-5
+        eye, A = torch.eye(16), cell.skew_matrix()
+        assert torch.allclose(W, torch.linalg.solve(eye + A, eye - A) * cell.signs, atol=1e-5)
+        # The trained A with the initial inverse: without the refresh W would drift from orthogonal.
+        assert _orthogonality_error(initial_inverse @ (eye - A) * cell.signs) > 1e-3
+
+
+def test_exact_and_neumann_inverses_agree_for_small_a():
+    torch.manual_seed(0)
+    P = torch.randn(12, 12, dtype=torch.float64) * 0.03
+    A = P - P.mT
+    B = torch.eye(12, dtype=torch.float64) + A
+    series = neumann_inverse(torch.eye(12, dtype=torch.float64), B, terms=20)
+    # With M = I the refresh is the classic series sum (-A)^k.
+    by_hand = sum(torch.linalg.matrix_power(-A, k) for k in range(20))
+    assert torch.allclose(series, by_hand, atol=1e-14)
+    assert torch.allclose(series, torch.linalg.inv(B), atol=1e-12)
+
+
+def test_neumann_and_exact_cells_agree_in_outputs_and_gradients():
+    torch.manual_seed(0)
+    neumann = NCGRU(3, 8, inverse="neumann").double()
+    exact = NCGRU(3, 8, inverse="exact").double()
+    exact.load_state_dict(neumann.state_dict())
+    x = torch.randn(2, 5, 3, dtype=torch.float64)
+    out_n, h_n = neumann(x)
+    out_e, h_e = exact(x)
+    assert torch.allclose(out_n, out_e, atol=1e-10) and torch.allclose(h_n, h_e, atol=1e-10)
+    # The custom backward (dM = -M dA M) equals autograd through torch.linalg.solve.
+    out_n.sum().backward()
+    out_e.sum().backward()
+    assert torch.allclose(neumann.skew.grad, exact.skew.grad, atol=1e-9)
+    assert neumann.skew.grad.abs().max() > 0
+
+
+def test_mod_relu_by_hand():
+    z = torch.tensor([-2.0, -0.5, 0.0, 0.3, 1.0])
+    b = torch.tensor([-1.0, -1.0, 0.5, 0.2, -2.0])
+    assert torch.equal(mod_relu(z, b), torch.tensor([-1.0, -0.0, 0.0, 0.5, 0.0]))
+
+
+def test_gru_wrapper_matches_cell_loop():
+    torch.manual_seed(0)
+    gru = GRU(3, 4)
+    cell = torch.nn.GRUCell(3, 4)
+    cell.load_state_dict({k.removesuffix("_l0"): v for k, v in gru.rnn.state_dict().items()})
+    x, h = torch.randn(2, 5, 3), torch.randn(2, 4)
+    outputs, last = gru(x, h)
+    for t in range(5):
+        h = cell(x[:, t], h)
+        assert torch.allclose(outputs[:, t], h, atol=1e-6)
+    assert torch.allclose(last, h, atol=1e-6)

@@ -1,0 +1,43 @@
+"""``train.py ... task=lm/ptb preset=smoke`` for every LM backbone, on a generated PTB-format corpus."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from tests.conftest import read_summaries, run_train
+
+MODELS = ("transformer", "transformer_xl", "crt", "crt_gru")
+
+
+def _corpus(tmp_path, n_lines: int, seed: int) -> str:
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(30)]
+    path = tmp_path / f"ptb.{seed}.txt"
+    path.write_text(
+        "".join(" " + " ".join(rng.choices(words, k=rng.randint(3, 12))) + " \n" for _ in range(n_lines))
+    )
+    return str(path)
+
+
+def test_smoke_run_per_model(tmp_path):
+    files = {
+        key: _corpus(tmp_path, n, seed)
+        for key, n, seed in (("train", 300, 0), ("valid", 40, 1), ("test", 40, 2))
+    }
+    overrides = [
+        "-m",
+        f"model={','.join(MODELS)}",
+        "task=lm/ptb",
+        "preset=smoke",
+        "task.vocab_size=31",
+        "task.seg_len=8",
+        f"task.files={{train:{files['train']},valid:{files['valid']},test:{files['test']}}}",
+        "logger=csv",
+    ]
+    run_train(overrides, tmp_path / "out")
+    summaries = {s["model"]: s for s in read_summaries(tmp_path / "out")}
+    assert set(summaries) == set(MODELS)
+    for summary in summaries.values():
+        assert summary["family"] == "lm" and summary["setting"] == {"seg_len": 8, "n_layers": 1}
+        assert math.isfinite(summary["metrics"]["ppl"]) and 1 < summary["metrics"]["ppl"] < 100

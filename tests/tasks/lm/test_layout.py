@@ -1,0 +1,68 @@
+"""The LM layout: one table per dataset and depth, rows by segment length, the paper's numbers beside."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from recurrent_attention.results.collect import load_summaries
+from recurrent_attention.results.layouts.lm import build
+from recurrent_attention.results.summary import write_summary
+
+REFERENCE = """dataset,layers,model,rnn,memory_len,seg_len,ppl,table,note
+Word PTB,3,Transformer,,0,70,67.0,Table 2,
+Word PTB,3,Transformer-XL,,70,70,65.1,Table 2,
+Word PTB,3,CRT,NCGRU,1,70,58.3,Table 2,
+Word PTB,3,CRT,GRU,1,70,59.4,Table 9,
+Word PTB,3,CRT,NCGRU,1,17,66.0,Table 2,
+"""
+
+
+def _run(root: Path, model: str, seg_len: int, seed: int, ppl: float) -> None:
+    write_summary(
+        root / f"{model}-{seg_len}-{seed}",
+        {
+            "task": "lm/ptb",
+            "family": "lm",
+            "dataset": "ptb",
+            "setting": {"seg_len": seg_len, "n_layers": 3},
+            "model": model,
+            "seed": seed,
+            "preset": "cpu",
+            "compat": "default",
+            "metrics": {"ppl": ppl, "loss": 5.0},
+            "wall_time_s": 100.0,
+            "device": "CPU",
+            "git_commit": "abc",
+        },
+    )
+
+
+def test_lm_table_rows_and_paper_values(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for model, ppl in (("transformer", 300.0), ("transformer_xl", 290.0), ("crt_gru", 281.0)):
+        _run(runs, model, 70, 1, ppl)
+    _run(runs, "crt", 70, 1, 280.0)
+    _run(runs, "crt", 70, 2, 282.0)
+    _run(runs, "crt", 17, 1, 310.0)
+    reference = tmp_path / "ref"
+    reference.mkdir()
+    (reference / "crt_lm.csv").write_text(REFERENCE)
+    (table,) = build(load_summaries([runs]), reference)
+    assert table.name == "crt_lm_ptb_3layer_cpu"
+    rows = table.frame.to_dict("records")
+    assert [(r["seg_len"], r["model"]) for r in rows] == [
+        (70, "transformer"),
+        (70, "transformer_xl"),
+        (70, "crt"),
+        (70, "crt_gru"),
+        (17, "crt"),
+    ]
+    assert [r["memory / seg"] for r in rows[:3]] == ["0 / 70", "70 / 70", "1 / 70"]
+    assert rows[2]["ppl (ours)"] == "281.00 ± 1.41"  # mean and sample std of 280 and 282
+    assert [r["ppl (paper)"] for r in rows] == [
+        "67.00 ± 0.00",
+        "65.10 ± 0.00",
+        "58.30 ± 0.00",
+        "59.40 ± 0.00",
+        "66.00 ± 0.00",
+    ]
