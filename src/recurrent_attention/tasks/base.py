@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import lightning as L
 import torch
@@ -40,14 +40,69 @@ class TaskModule(L.LightningModule):
         optimizer = self.optimizer_factory(self.parameters())
         if self.scheduler_factory is None:
             return optimizer
-        scheduler = self.scheduler_factory(optimizer)
+        scheduler = self.build_scheduler(optimizer)
         return {
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": self.scheduler_interval},
         }
 
-    def backbone_parameter_count(self) -> int:
-        return sum(p.numel() for p in self.backbone.parameters())
+    def build_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
+        """The scheduler partial applied to the optimiser; families needing more arguments override this."""
+        return self.scheduler_factory(optimizer)
+
+
+class SplitTotals(Protocol):
+    """Running sums over a whole split that turn into metrics once the split is done."""
+
+    def compute(self) -> dict[str, float]: ...
+
+
+class ExactEvaluationModule(TaskModule):
+    """Validation and test metrics accumulated over every item of the split, logged once per epoch.
+
+    Lightning's epoch means average batch means; accuracy, NLL per event or perplexity need exact
+    totals instead. Subclasses say how totals start (:meth:`new_totals`) and how one batch folds in
+    (:meth:`accumulate`); the hooks below are the same for every family.
+    """
+
+    totals: SplitTotals
+
+    def new_totals(self) -> SplitTotals:
+        raise NotImplementedError
+
+    def accumulate(self, batch: Any, stage: str) -> None:
+        raise NotImplementedError
+
+    def computed_totals(self) -> dict[str, float]:
+        return self.totals.compute()
+
+    def in_progress_bar(self, stage: str, name: str) -> bool:
+        return stage == "val"
+
+    def start_split(self, stage: str) -> None:
+        self.totals = self.new_totals()
+
+    def end_split(self, stage: str) -> None:
+        for name, value in self.computed_totals().items():
+            self.log(f"{stage}/{name}", value, prog_bar=self.in_progress_bar(stage, name))
+
+    def on_validation_epoch_start(self) -> None:
+        self.start_split("val")
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.accumulate(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self.end_split("val")
+
+    def on_test_epoch_start(self) -> None:
+        self.start_split("test")
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.accumulate(batch, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self.end_split("test")
 
 
 def make_loader(

@@ -13,13 +13,13 @@ from __future__ import annotations
 from torch import Tensor
 
 from recurrent_attention.models.base import Backbone
-from recurrent_attention.tasks.base import OptimizerFactory, SchedulerFactory, TaskModule
+from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
 from recurrent_attention.tasks.ef.head import EventModel
 from recurrent_attention.tasks.ef.likelihood import EventScores, score_batch
 from recurrent_attention.tasks.ef.metrics import COMPAT, EventTotals
 
 
-class EventModule(TaskModule):
+class EventModule(ExactEvaluationModule):
     def __init__(
         self,
         backbone: Backbone,
@@ -51,30 +51,11 @@ class EventModule(TaskModule):
         self.log("train/nll", nll / n_predicted, prog_bar=True, batch_size=len(batch["lengths"]))
         return nll + self.l2_penalty() if self.weight_decay else nll
 
-    def _start(self) -> None:
-        self.totals = EventTotals()
+    def new_totals(self) -> EventTotals:
+        return EventTotals()
 
-    def _accumulate(self, batch: dict[str, Tensor]) -> None:
+    def accumulate(self, batch: dict[str, Tensor], stage: str) -> None:
         self.totals.update(self.score(batch), batch)
 
-    def _finish(self, stage: str) -> None:
-        for name, value in self.totals.compute(self.compat).items():
-            self.log(f"{stage}/{name}", value, prog_bar=stage == "val")
-
-    def on_validation_epoch_start(self) -> None:
-        self._start()
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._accumulate(batch)
-
-    def on_validation_epoch_end(self) -> None:
-        self._finish("val")
-
-    def on_test_epoch_start(self) -> None:
-        self._start()
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._accumulate(batch)
-
-    def on_test_epoch_end(self) -> None:
-        self._finish("test")
+    def computed_totals(self) -> dict[str, float]:
+        return self.totals.compute(self.compat)

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from recurrent_attention.models.base import Backbone, State
-from recurrent_attention.tasks.base import OptimizerFactory, SchedulerFactory, TaskModule
+from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
 from recurrent_attention.tasks.lm.head import LanguageModel
 from recurrent_attention.tasks.lm.metrics import NLLTotals
 
@@ -50,7 +50,7 @@ def cosine_with_warmup(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-class LanguageModelModule(TaskModule):
+class LanguageModelModule(ExactEvaluationModule):
     def __init__(
         self,
         backbone: Backbone,
@@ -67,20 +67,12 @@ class LanguageModelModule(TaskModule):
         self.model = LanguageModel(backbone, vocab_size, cutoffs, dropout, absolute_positions)
         self.seg_len, self.carry_state = seg_len, carry_state
         self.states: dict[str, State | None] = {}
-        self.totals = {"val": NLLTotals(), "test": NLLTotals()}
+        self.totals = NLLTotals()
 
-    def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer_factory(self.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
+    def build_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
+        """Cosine schedules need the run's total number of optimiser steps."""
         total = self.trainer.estimated_stepping_batches
-        scheduler = self.scheduler_factory(
-            optimizer, total_steps=int(total) if math.isfinite(total) else 10**9
-        )
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": self.scheduler_interval},
-        }
+        return self.scheduler_factory(optimizer, total_steps=int(total) if math.isfinite(total) else 10**9)
 
     def window_nll(self, batch: dict[str, Tensor], stage: str) -> Tensor:
         """Per-token NLL ``(B, window)`` of one window, its segments run in order with the state carried."""
@@ -100,28 +92,16 @@ class LanguageModelModule(TaskModule):
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    def _start(self, stage: str) -> None:
+    def new_totals(self) -> NLLTotals:
+        return NLLTotals()
+
+    def start_split(self, stage: str) -> None:
+        """Evaluation streams start from an empty state, like the training epoch."""
         self.states[stage] = None
-        self.totals[stage] = NLLTotals()
+        super().start_split(stage)
 
-    def _end(self, stage: str) -> None:
-        for name, value in self.totals[stage].compute().items():
-            self.log(f"{stage}/{name}", value, prog_bar=name == "ppl")
+    def accumulate(self, batch: dict[str, Tensor], stage: str) -> None:
+        self.totals.update(self.window_nll(batch, stage))
 
-    def on_validation_epoch_start(self) -> None:
-        self._start("val")
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self.totals["val"].update(self.window_nll(batch, "val"))
-
-    def on_validation_epoch_end(self) -> None:
-        self._end("val")
-
-    def on_test_epoch_start(self) -> None:
-        self._start("test")
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self.totals["test"].update(self.window_nll(batch, "test"))
-
-    def on_test_epoch_end(self) -> None:
-        self._end("test")
+    def in_progress_bar(self, stage: str, name: str) -> bool:
+        return name == "ppl"

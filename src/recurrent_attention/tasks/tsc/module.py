@@ -6,12 +6,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from recurrent_attention.models.base import Backbone
-from recurrent_attention.tasks.base import OptimizerFactory, SchedulerFactory, TaskModule
+from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
 from recurrent_attention.tasks.tsc.head import Classifier
 from recurrent_attention.tasks.tsc.metrics import ClassificationTotals
 
 
-class ClassificationModule(TaskModule):
+class ClassificationModule(ExactEvaluationModule):
     """Logs ``val/acc``, ``val/loss`` per validation epoch and ``test/acc``, ``test/loss`` (acc in %)."""
 
     def __init__(
@@ -37,27 +37,8 @@ class ClassificationModule(TaskModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["y"]))
         return loss
 
-    def _evaluate(self, batch: dict[str, Tensor]) -> None:
+    def new_totals(self) -> ClassificationTotals:
+        return ClassificationTotals()
+
+    def accumulate(self, batch: dict[str, Tensor], stage: str) -> None:
         self.totals.update(self(batch), batch["y"])
-
-    def _log_totals(self, split: str) -> None:
-        for name, value in self.totals.compute().items():
-            self.log(f"{split}/{name}", value, prog_bar=split == "val")
-
-    def on_validation_epoch_start(self) -> None:
-        self.totals = ClassificationTotals()
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_totals("val")
-
-    def on_test_epoch_start(self) -> None:
-        self.totals = ClassificationTotals()
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch)
-
-    def on_test_epoch_end(self) -> None:
-        self._log_totals("test")
