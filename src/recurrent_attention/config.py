@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import torch
 from omegaconf import OmegaConf
 
 from recurrent_attention.tasks.tsf.timefeatures import n_time_features
@@ -12,9 +13,34 @@ from recurrent_attention.tasks.tsf.timefeatures import n_time_features
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
+def ddp_accelerator() -> str:
+    """``gpu`` where CUDA devices exist, else ``cpu``: ``trainer=ddp`` runs on either machine."""
+    return "gpu" if torch.cuda.is_available() else "cpu"
+
+
+def ddp_devices() -> int:
+    """Every GPU; on a CPU-only machine 2 processes (more would only split the same cores)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 2
+
+
+def ddp_precision() -> str:
+    """bf16 mixed precision on GPUs as ``trainer=gpu``; full fp32 on CPUs."""
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
 def register_resolvers() -> None:
-    """``${ra.env_unset:VAR}`` is true when VAR is empty or unset (wandb goes offline without a key)."""
-    if not OmegaConf.has_resolver("ra.env_unset"):
-        OmegaConf.register_new_resolver("ra.env_unset", lambda name: not os.environ.get(name))
-    if not OmegaConf.has_resolver("ra.n_time_features"):
-        OmegaConf.register_new_resolver("ra.n_time_features", n_time_features)
+    """Register the ``ra.*`` resolvers the configs use.
+
+    ``${ra.env_unset:VAR}`` is true when VAR is empty or unset (wandb goes offline without a key);
+    ``${ra.ddp_*:}`` fill ``trainer=ddp`` from the machine it starts on.
+    """
+    resolvers = {
+        "ra.env_unset": lambda name: not os.environ.get(name),
+        "ra.n_time_features": n_time_features,
+        "ra.ddp_accelerator": ddp_accelerator,
+        "ra.ddp_devices": ddp_devices,
+        "ra.ddp_precision": ddp_precision,
+    }
+    for name, resolver in resolvers.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, resolver)

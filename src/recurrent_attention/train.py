@@ -93,8 +93,10 @@ def run(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "device": device_description(),
         "git_commit": git_commit(Path(__file__).parent),
         "overrides": list(HydraConfig.get().overrides.task),
+        "world_size": trainer.world_size,
     }
-    write_summary(run_dir, record)
+    if trainer.is_global_zero:
+        write_summary(run_dir, record)
     return record
 
 

@@ -7,7 +7,9 @@ from typing import Any, Protocol
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset
+from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+from lightning.pytorch.strategies import Strategy
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from recurrent_attention.models.base import Backbone
 
@@ -52,9 +54,30 @@ class TaskModule(L.LightningModule):
 
 
 class SplitTotals(Protocol):
-    """Running sums over a whole split that turn into metrics once the split is done."""
+    """Running sums over a whole split that turn into metrics once the split is done.
+
+    Every number-valued attribute (int, float, bool) is a sum over items, so totals from several
+    processes combine by adding them (bools by "any"): that is what :func:`sum_across_ranks` does.
+    """
 
     def compute(self) -> dict[str, float]: ...
+
+
+def sum_across_ranks(totals: SplitTotals, strategy: Strategy) -> None:
+    """Add every rank's running sums in place, so each rank then holds the whole split's totals.
+
+    Under DDP each process evaluates only its share of the split; logging one rank's totals would
+    report a metric over a fraction of the data, and ranks would disagree on early stopping. The
+    sums travel as float64 (exact for counts below 2**53). One process: nothing changes.
+    """
+    if strategy.world_size == 1:
+        return
+    names = [name for name, value in vars(totals).items() if isinstance(value, (bool, int, float))]
+    local = torch.tensor([float(getattr(totals, name)) for name in names], dtype=torch.float64)
+    summed = strategy.reduce(local.to(strategy.root_device), reduce_op="sum").cpu().tolist()
+    for name, value in zip(names, summed, strict=True):
+        kind = type(getattr(totals, name))
+        setattr(totals, name, value > 0 if kind is bool else kind(value))
 
 
 class ExactEvaluationModule(TaskModule):
@@ -73,7 +96,8 @@ class ExactEvaluationModule(TaskModule):
     def accumulate(self, batch: Any, stage: str) -> None:
         raise NotImplementedError
 
-    def computed_totals(self) -> dict[str, float]:
+    def computed_totals(self, stage: str) -> dict[str, float]:
+        """The split's metrics by name (logged as ``<stage>/<name>``)."""
         return self.totals.compute()
 
     def in_progress_bar(self, stage: str, name: str) -> bool:
@@ -83,8 +107,10 @@ class ExactEvaluationModule(TaskModule):
         self.totals = self.new_totals()
 
     def end_split(self, stage: str) -> None:
-        for name, value in self.computed_totals().items():
-            self.log(f"{stage}/{name}", value, prog_bar=self.in_progress_bar(stage, name))
+        sum_across_ranks(self.totals, self.trainer.strategy)
+        for name, value in self.computed_totals(stage).items():
+            # Already the same on every rank: sync_dist only averages equal values (no warning).
+            self.log(f"{stage}/{name}", value, prog_bar=self.in_progress_bar(stage, name), sync_dist=True)
 
     def on_validation_epoch_start(self) -> None:
         self.start_split("val")
@@ -105,6 +131,30 @@ class ExactEvaluationModule(TaskModule):
         self.end_split("test")
 
 
+def distributed_world() -> tuple[int, int]:
+    """``(rank, world size)`` of the running process group; ``(0, 1)`` without one."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def evaluation_sampler(dataset: Dataset, rank_local: bool) -> Sampler | None:
+    """How an ordered (evaluation or stream) loader reads its dataset under DDP; None on one process.
+
+    Lightning would wrap it in a ``DistributedSampler`` that pads the shards with repeated items,
+    so a split's metric would count some items twice. Instead every item goes to exactly one rank
+    (``UnrepeatedDistributedSampler``), or, for a dataset that already is this rank's share
+    (``rank_local``: LM streams split by rank), the rank reads all of it in order. Both are
+    ``DistributedSampler`` subclasses, which Lightning leaves in place.
+    """
+    _, world = distributed_world()
+    if world == 1:
+        return None
+    if rank_local:
+        return DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=False)
+    return UnrepeatedDistributedSampler(dataset, shuffle=False)
+
+
 def make_loader(
     dataset: Dataset,
     batch_size: int | None,
@@ -112,12 +162,19 @@ def make_loader(
     num_workers: int = 0,
     drop_last: bool = False,
     collate_fn: Callable | None = None,
+    rank_local: bool = False,
 ) -> DataLoader:
-    """The DataLoader every datamodule uses (``batch_size=None``: items are batches already)."""
+    """The DataLoader every datamodule uses (``batch_size=None``: items are batches already).
+
+    Shuffled training loaders are sharded by Lightning under DDP; ordered loaders by
+    :func:`evaluation_sampler`, so that evaluation counts every item exactly once.
+    """
+    sampler = None if shuffle else evaluation_sampler(dataset, rank_local)
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=shuffle,
+        shuffle=shuffle if sampler is None else False,
+        sampler=sampler,
         drop_last=drop_last,
         collate_fn=collate_fn,
         num_workers=num_workers,

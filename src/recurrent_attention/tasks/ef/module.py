@@ -57,5 +57,5 @@ class EventModule(ExactEvaluationModule):
     def accumulate(self, batch: dict[str, Tensor], stage: str) -> None:
         self.totals.update(self.score(batch), batch)
 
-    def computed_totals(self) -> dict[str, float]:
+    def computed_totals(self, stage: str) -> dict[str, float]:
         return self.totals.compute(self.compat)

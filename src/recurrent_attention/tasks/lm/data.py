@@ -25,7 +25,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import resolve_file
-from recurrent_attention.tasks.base import make_loader
+from recurrent_attention.tasks.base import distributed_world, make_loader
 
 EOS, UNK = "<eos>", "<unk>"
 SPLIT_FILES = {"train": "train", "val": "valid", "test": "test"}
@@ -113,6 +113,12 @@ class LMDataModule(L.LightningDataModule):
     (own data, test fixtures) and bypasses the registry. ``vocab_size`` is what the model was built
     for; a corpus whose training vocabulary differs is an error, not a silent resize. Items are
     already batches (B streams x one window), hence ``DataLoader(batch_size=None)``.
+
+    Under DDP the streams, not the windows, are shared out: each process reads whole streams in
+    order, so the memory a backbone carries from window to window stays intact. Training has
+    ``batch_size`` streams per process (as Lightning's batch size is per device); evaluation
+    splits the ``eval_batch_size`` streams of one process between the processes, so every token
+    is scored once, exactly as on one process.
     """
 
     def __init__(
@@ -158,16 +164,22 @@ class LMDataModule(L.LightningDataModule):
                 f"{self.source}: the training vocabulary has {len(self.vocab)} words but "
                 f"task.vocab_size={self.vocab_size}; set task.vocab_size={len(self.vocab)}"
             )
+        rank, world = distributed_world()
+        if self.eval_batch_size % world:
+            raise ValueError(
+                f"task.eval_batch_size={self.eval_batch_size} streams cannot be shared by {world} "
+                "processes: make it a multiple of the number of devices"
+            )
         for split, key in SPLIT_FILES.items():
             ids = self.vocab.encode_file(self.file(key), self.lower_case)
             if split == "train":
-                streams, window = batchify(ids, self.batch_size), self.seg_len * self.bptt_segments
+                streams, window = batchify(ids, self.batch_size * world), self.seg_len * self.bptt_segments
             else:
                 streams, window = batchify(ids, self.eval_batch_size), self.seg_len
-            self.datasets[split] = SegmentWindows(streams, window)
+            self.datasets[split] = SegmentWindows(streams[rank::world], window)
 
     def _loader(self, split: str) -> DataLoader:
-        return make_loader(self.datasets[split], batch_size=None, shuffle=False)
+        return make_loader(self.datasets[split], batch_size=None, shuffle=False, rank_local=True)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train")
