@@ -2,6 +2,7 @@
 """Download and verify registered datasets into the data folder (or check a mirror).
 
 python scripts/download_data.py ETTh1 ptb          # fetch, check sha256
+python scripts/download_data.py wikitext103        # the release zip, else its Hugging Face copy
 python scripts/download_data.py --list             # every registered source
 RA_DATA_MIRROR=../shared/data python scripts/download_data.py ETTh1   # verify the mirror copy
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from recurrent_attention.data import DataError, registry, resolve_source
+from recurrent_attention.data import DataError, describe_origin, registry, resolve_source
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.sources:
         try:
             for key, path in resolve_source(name, args.data_dir, args.mirror).items():
-                print(f"ok  {name}/{key}: {path}")
+                print(f"ok  {name}/{key}: {path} (from {describe_origin(path)})")
         except (DataError, KeyError) as err:
             print(f"error: {err}", file=sys.stderr)
             failed += 1

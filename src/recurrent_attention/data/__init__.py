@@ -1,6 +1,21 @@
 """Shared data plumbing: the source registry, verified download, the mirror folder."""
 
-from recurrent_attention.data.download import DataError, resolve_file, resolve_source, sha256sum
+from recurrent_attention.data.download import (
+    DataError,
+    describe_origin,
+    resolve_file,
+    resolve_source,
+    sha256sum,
+)
 from recurrent_attention.data.sources import Source, get_source, registry
 
-__all__ = ["DataError", "Source", "get_source", "registry", "resolve_file", "resolve_source", "sha256sum"]
+__all__ = [
+    "DataError",
+    "Source",
+    "describe_origin",
+    "get_source",
+    "registry",
+    "resolve_file",
+    "resolve_source",
+    "sha256sum",
+]

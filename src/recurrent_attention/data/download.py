@@ -1,13 +1,17 @@
-"""Turn a registry entry into verified local files: data folder, then mirror, then the network.
+"""Turn a registry entry into verified local files: mirror, then data folder, then the network.
 
+The network has up to two routes: the source's URL or archive, then, when that is unreachable and
+the source names one, its Hugging Face ``datasets`` copy (:mod:`recurrent_attention.data.hf`).
 Every failure is a :class:`DataError` whose message is one line naming the file, the expected
 checksum and the command that fixes it, so that ``train.py`` can print it instead of a traceback.
-Downloads go to a temporary name and are renamed only once complete and verified.
+Downloads go to a temporary name and are renamed only once complete and verified. Each folder
+written keeps ``.origins.json`` (file name -> where it came from), so readers can say what they read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tarfile
@@ -18,9 +22,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from recurrent_attention.data.sources import Source, SourceFile, get_source
+from recurrent_attention.data import hf
+from recurrent_attention.data.sources import Archive, Source, SourceFile, get_source
 
 MIRROR_ENV = "RA_DATA_MIRROR"
+# Some hosts (wikitext.smerity.com) refuse urllib's default "Python-urllib/3.x" agent.
+USER_AGENT = "recurrent-attention-data/0.1 (research dataset download)"
+ORIGINS_FILE = ".origins.json"
 
 
 class DataError(RuntimeError):
@@ -51,11 +59,39 @@ def _check(path: Path, expected: str | None, source: Source, relpath: str) -> Pa
     return path
 
 
+def _check_archive(path: Path, archive: Archive, source: Source) -> Path:
+    size = path.stat().st_size
+    if archive.size is not None and size != archive.size:
+        raise DataError(
+            f"{path}: {size} bytes where {source.name}'s archive has {archive.size} (an incomplete or "
+            f"different download); delete it and run `{fetch_command(source)}`"
+        )
+    return _check(path, archive.sha256, source, path.name)
+
+
+def record_origin(files: list[Path], origin: str) -> None:
+    """Note in each file's folder (``.origins.json``) where the file came from."""
+    for folder in {f.parent for f in files}:
+        record = folder / ORIGINS_FILE
+        origins = json.loads(record.read_text()) if record.is_file() else {}
+        origins.update({f.name: origin for f in files if f.parent == folder})
+        record.write_text(json.dumps(origins, indent=1, sort_keys=True) + "\n")
+
+
+def describe_origin(path: str | Path) -> str:
+    """Where a resolved file came from, as recorded when it was fetched (or that nothing was recorded)."""
+    path = Path(path)
+    record = path.parent / ORIGINS_FILE
+    origins = json.loads(record.read_text()) if record.is_file() else {}
+    return origins.get(path.name, "a local copy with no recorded origin")
+
+
 def _download(url: str, dest: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     with tempfile.NamedTemporaryFile(dir=dest.parent, prefix=f".{dest.name}.", delete=False) as tmp:
         try:
-            with urllib.request.urlopen(url, timeout=60) as response:
+            with urllib.request.urlopen(request, timeout=60) as response:
                 total = int(response.headers.get("Content-Length") or 0) or None
                 with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name) as bar:
                     while block := response.read(1 << 16):
@@ -100,13 +136,31 @@ def _fetch(source: Source, f: SourceFile, data_dir: Path) -> None:
         cached = data_dir / ".archives" / Path(archive.url).name
         if not cached.exists():
             _download(archive.url, cached)
-        _check(cached, archive.sha256, source, cached.name)
+        _check_archive(cached, archive, source)
         _unpack(cached, archive.strip, data_dir / archive.into)
+        members = [data_dir / g.path for g in source.files.values() if g.archive == f.archive]
+        record_origin([m for m in members if m.is_file()], archive.url)
     elif f.url is not None:
         _download(f.url, target)
+        record_origin([target], f.url)
     else:
         hint = source.manual or f"see {source.homepage}"
         raise DataError(f"{target}: not found and {source.name} has no direct download ({hint})")
+
+
+def _fetch_hf(source: Source, data_dir: Path) -> None:
+    """Every file of ``source`` from its Hugging Face copy (the route after the archive)."""
+    assert source.hf is not None
+    targets = {key: data_dir / f.path for key, f in source.files.items()}
+    try:
+        hf.fetch(source.hf, targets, cache_dir=data_dir / ".hf_cache")
+    except OSError as err:
+        raise hf.HFRouteError(str(err)) from None
+    record_origin(list(targets.values()), hf.describe(source.hf))
+
+
+def _network_route(source: Source, f: SourceFile) -> str:
+    return source.archives[f.archive].url if f.archive is not None else f.url or source.name
 
 
 def resolve_file(
@@ -119,7 +173,8 @@ def resolve_file(
     """Local, checksum-verified path of one file of a registered source.
 
     Order: ``mirror`` (or ``$RA_DATA_MIRROR``) if it holds the file, then ``data_dir``, then a
-    download into ``data_dir`` when ``download`` is true.
+    download into ``data_dir`` when ``download`` is true (the URL or archive, then the source's
+    Hugging Face copy if the first is unreachable).
     """
     source = get_source(source_name)
     f = source.file(key)
@@ -137,10 +192,20 @@ def resolve_file(
         try:
             _fetch(source, f, Path(data_dir))
         except OSError as err:
-            raise DataError(
-                f"{f.path}: not found in {where} and the download failed ({err}); "
-                f"run `{fetch_command(source)}` where the network is reachable, or set {MIRROR_ENV}"
-            ) from None
+            if source.hf is None:
+                raise DataError(
+                    f"{f.path}: not found in {where} and the download failed ({err}); "
+                    f"run `{fetch_command(source)}` where the network is reachable, or set {MIRROR_ENV}"
+                ) from None
+            try:
+                _fetch_hf(source, Path(data_dir))
+            except hf.HFRouteError as hf_err:
+                raise DataError(
+                    f"{f.path}: not found in {where}, and both routes failed: "
+                    f"{_network_route(source, f)} ({err}); {hf.describe(source.hf)} ({hf_err}); "
+                    f"run `{fetch_command(source)}` where either is reachable, "
+                    f"or set {MIRROR_ENV} to a folder holding {f.path}"
+                ) from None
         if not local.is_file():
             raise DataError(f"{local}: the download of {source.name} did not contain {f.path}")
     return _check(local, f.sha256, source, f.path)

@@ -3,7 +3,8 @@
 One YAML manifest per task family lives in ``manifests/``; each top-level key is a source name
 (``ETTh1``, ``ptb``, ...). A source lists its files by their path relative to the data folder;
 the same relative path is looked up in a mirror folder. Files come from ``url`` directly, or from
-an ``archive`` (zip/tar) that is fetched, checked and unpacked.
+an ``archive`` (zip/tar) that is fetched, checked and unpacked; a source may name a Hugging Face
+dataset (``hf``) as the second route, tried when its archive cannot be downloaded.
 """
 
 from __future__ import annotations
@@ -25,8 +26,23 @@ class Archive:
 
     url: str
     sha256: str | None = None
+    size: int | None = None  # bytes; a download of another size is reported as incomplete
     strip: str = ""
     into: str = ""
+
+
+@dataclass(frozen=True)
+class HFDataset:
+    """A Hugging Face ``datasets`` copy of a source: one split per file, one row per line.
+
+    ``splits`` maps a file key (``train``) to the dataset's split name (``train``, ``validation``);
+    ``revision`` pins a commit of the dataset repository where set.
+    """
+
+    path: str
+    name: str | None = None
+    splits: dict[str, str] = field(default_factory=dict)
+    revision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,7 @@ class Source:
     family: str
     files: dict[str, SourceFile]
     archives: dict[str, Archive] = field(default_factory=dict)
+    hf: HFDataset | None = None  # second route, tried when the archive is unreachable
     homepage: str = ""
     licence: str = ""
     manual: str = ""  # how to obtain the files by hand where no direct URL exists
@@ -61,8 +78,11 @@ def _parse(name: str, entry: dict) -> Source:
     for key, f in files.items():
         if f.archive is not None and f.archive not in archives:
             raise ValueError(f"manifest {name}.files.{key}: unknown archive {f.archive!r}")
+    hf = HFDataset(**entry["hf"]) if entry.get("hf") else None
+    if hf is not None and set(hf.splits) != set(files):
+        raise ValueError(f"manifest {name}.hf.splits must name every file key: {sorted(files)}")
     extra = {k: entry[k] for k in ("homepage", "licence", "manual") if k in entry}
-    return Source(name=name, family=entry["family"], files=files, archives=archives, **extra)
+    return Source(name=name, family=entry["family"], files=files, archives=archives, hf=hf, **extra)
 
 
 @cache

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from recurrent_attention.data import sources as sources_module
 from recurrent_attention.tasks.lm.data import EOS, LMDataModule, SegmentWindows, Vocabulary, batchify
+from tests.helpers.wikitext_routes import serve_folder, wikitext_source, write_hub_folder, write_release_zip
 
 PTB_TRAIN = " the cat sat on the mat \n the dog <unk> \n a cat N \n"
 PTB_VALID = " the zebra sat \n"
@@ -103,3 +105,29 @@ def test_real_wikitext2_token_counts_match_the_release():
     for key, expected in (("valid", 217646), ("test", 245569)):  # Merity et al. 2017, Table 1
         path = dm.file(key)
         assert Vocabulary.from_file(path).encode_file(path).numel() == expected
+
+
+def test_datamodule_reads_either_wikitext_route_alike_and_says_which(tmp_path, monkeypatch):
+    """The release zip (over HTTP) and the Hugging Face copy give the same batches; origins name the route."""
+    pytest.importorskip("datasets")
+    article = " \n = Title = \n \n Some words , here . \n More <unk> words . \n"
+    texts = {"train": article * 20, "valid": article * 5, "test": article.replace("More", "Few") * 5}
+    served = tmp_path / "served"
+    zip_path = write_release_zip(served / "wikitext-2-v1.zip", "wikitext-2", texts)
+    hub = write_hub_folder(tmp_path / "hub", "wikitext-2-v1", texts)
+    monkeypatch.delenv("RA_DATA_MIRROR", raising=False)
+    modules = {}
+    with serve_folder(served) as base:
+        for route, url in (("zip", f"{base}/wikitext-2-v1.zip"), ("hf", f"{base}/gone/wikitext-2-v1.zip")):
+            source = wikitext_source("wt", "wikitext-2", url, zip_path, hub, "wikitext-2-v1", list(texts))
+            monkeypatch.setattr(sources_module, "registry", lambda source=source: {"wt": source})
+            dm = LMDataModule("wt", vocab_size=10, seg_len=4, batch_size=2, data_dir=str(tmp_path / route))
+            dm.prepare_data()
+            dm.setup()
+            modules[route] = dm
+    by_zip, by_hf = modules["zip"], modules["hf"]
+    assert by_zip.vocab.symbols == by_hf.vocab.symbols
+    for split in ("train", "val", "test"):
+        assert torch.equal(by_zip.datasets[split].streams, by_hf.datasets[split].streams)
+    assert all(o.endswith("/wikitext-2-v1.zip)") for o in by_zip.origins.values())
+    assert all("(from Hugging Face datasets " in o for o in by_hf.origins.values())

@@ -21,10 +21,11 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import resolve_file
+from recurrent_attention.data import describe_origin, resolve_file
 from recurrent_attention.tasks.base import distributed_world, make_loader
 
 EOS, UNK = "<eos>", "<unk>"
@@ -109,10 +110,12 @@ class LMDataModule(L.LightningDataModule):
     ``tokens_per_step`` (optional) replaces ``batch_size`` by ``tokens_per_step / (seg_len x
     bptt_segments)`` streams, so that every segment length gets the same tokens per optimiser step
     and the same number of steps for a given share of the epoch (short CPU budgets compare models
-    at equal optimisation effort). ``files`` maps ``train``/``valid``/``test`` to explicit paths
-    (own data, test fixtures) and bypasses the registry. ``vocab_size`` is what the model was built
-    for; a corpus whose training vocabulary differs is an error, not a silent resize. Items are
-    already batches (B streams x one window), hence ``DataLoader(batch_size=None)``.
+    at equal optimisation effort). WikiText comes from its release zip or from its Hugging Face copy
+    written back in the release's line format; both give the same files, and ``origins`` (logged at
+    setup) says which route produced each file read. ``files`` maps ``train``/``valid``/``test`` to
+    explicit paths (own data, test fixtures) and bypasses the registry. ``vocab_size`` is what the
+    model was built for; a corpus whose training vocabulary differs is an error, not a silent
+    resize. Items are already batches (B streams x one window), hence ``DataLoader(batch_size=None)``.
 
     Under DDP the streams, not the windows, are shared out: each process reads whole streams in
     order, so the memory a backbone carries from window to window stays intact. Training has
@@ -145,11 +148,16 @@ class LMDataModule(L.LightningDataModule):
         self.files, self.data_dir, self.mirror, self.download = files, data_dir, mirror, download
         self.vocab: Vocabulary | None = None
         self.datasets: dict[str, SegmentWindows] = {}
+        self.origins: dict[str, str] = {}
 
     def file(self, key: str) -> Path:
         if self.files is not None:
-            return Path(self.files[key])
-        return resolve_file(self.source, key, self.data_dir, self.mirror, self.download)
+            path, origin = Path(self.files[key]), "given in task.files"
+        else:
+            path = resolve_file(self.source, key, self.data_dir, self.mirror, self.download)
+            origin = describe_origin(path)
+        self.origins[key] = f"{path} (from {origin})"
+        return path
 
     def prepare_data(self) -> None:
         for key in SPLIT_FILES.values():
@@ -177,6 +185,8 @@ class LMDataModule(L.LightningDataModule):
             else:
                 streams, window = batchify(ids, self.eval_batch_size), self.seg_len
             self.datasets[split] = SegmentWindows(streams[rank::world], window)
+        for key in SPLIT_FILES.values():
+            rank_zero_info(f"{self.source} {key}: {self.origins[key]}")
 
     def _loader(self, split: str) -> DataLoader:
         return make_loader(self.datasets[split], batch_size=None, shuffle=False, rank_local=True)
