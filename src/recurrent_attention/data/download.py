@@ -14,6 +14,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 
 from tqdm import tqdm
@@ -23,8 +24,18 @@ from recurrent_attention.data.sources import Source, SourceFile, get_source
 MIRROR_ENV = "RA_DATA_MIRROR"
 
 
-class DataError(RuntimeError):
-    """Missing or corrupt data: the message says which file, which checksum and how to fix it."""
+class DataError(ValueError):
+    """Missing, corrupt or malformed data: the one-line message names the file, the problem and the fix.
+
+    A ``ValueError``, since a bad file is a bad input value; callers that catch ``ValueError`` from a
+    reader keep working.
+    """
+
+
+def first_line(err: BaseException) -> str:
+    """An exception as one line: parsers' messages can span several (tarfile lists every method)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def sha256sum(path: Path, chunk: int = 1 << 20) -> str:
@@ -101,7 +112,13 @@ def _fetch(source: Source, f: SourceFile, data_dir: Path) -> None:
         if not cached.exists():
             _download(archive.url, cached)
         _check(cached, archive.sha256, source, cached.name)
-        _unpack(cached, archive.strip, data_dir / archive.into)
+        try:
+            _unpack(cached, archive.strip, data_dir / archive.into)
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as err:
+            raise DataError(
+                f"{cached}: not a complete zip or tar archive ({first_line(err)}); delete it and run "
+                f"`{fetch_command(source)}`"
+            ) from None
     elif f.url is not None:
         _download(f.url, target)
     else:
