@@ -71,3 +71,27 @@ def test_empty_truncated_or_wrong_format_file_is_one_line(toy_pair, cut, problem
         datamodule(train_path, test_path)
     message = str(info.value)
     assert "\n" not in message and message.startswith(str(test_path)) and problem in message
+
+
+def test_train_py_stops_on_inf_in_test_with_one_line(train_runner, toy_pair, tmp_path: Path) -> None:
+    """The user's case: an ``inf`` in a TEST file ran to exit 0 with an accuracy in the summary."""
+    train_path, test_path = toy_pair
+    line = replace_value(test_path, case=7, channel=0, position=0, token="inf")
+    proc = train_runner(
+        [
+            "model=aaren",
+            "task=tsc/japanesevowels",
+            "preset=smoke",
+            "task.n_channels=3",
+            "task.n_classes=3",
+            "task.max_len=12",
+            f"task.datamodule.train_path={train_path}",
+            f"task.datamodule.test_path={test_path}",
+        ],
+        tmp_path / "out",
+        check=False,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (error,) = [text for text in proc.stderr.splitlines() if text.startswith("error:")]
+    assert error.startswith(f"error: {test_path}:{line}: channel 1, value 1: inf is not a finite number")
+    assert not list((tmp_path / "out").rglob("summary.json"))
