@@ -130,4 +130,4 @@ def test_truncated_archive_is_one_line_naming_it(fake_registry, tmp_path: Path, 
         resolve_file("zipped", "a", tmp_path / "data")
     message = str(info.value)
     assert "\n" not in message and "bundle.zip: not a complete zip or tar archive" in message
-    assert "delete it and run `python scripts/download_data.py zipped`" in message
+    assert "delete it and download again" in message

@@ -79,16 +79,25 @@ def _download(url: str, dest: Path) -> None:
 
 
 def _unpack(archive: Path, strip: str, dest: Path) -> None:
-    """Extract an archive into ``dest``, dropping the ``strip`` prefix from member names."""
+    """Extract an archive into ``dest``, dropping the ``strip`` prefix from member names.
+
+    A truncated or foreign file is one :class:`DataError` line (most archives have no checksum to
+    catch it earlier).
+    """
     dest.mkdir(parents=True, exist_ok=True)
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            members = [(m.filename, zf.open(m)) for m in zf.infolist() if not m.is_dir()]
-            _write_members(members, strip, dest)
-    else:
-        with tarfile.open(archive) as tf:
-            members = [(m.name, tf.extractfile(m)) for m in tf.getmembers() if m.isfile()]
-            _write_members(members, strip, dest)
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                members = [(m.filename, zf.open(m)) for m in zf.infolist() if not m.is_dir()]
+                _write_members(members, strip, dest)
+        else:
+            with tarfile.open(archive) as tf:
+                members = [(m.name, tf.extractfile(m)) for m in tf.getmembers() if m.isfile()]
+                _write_members(members, strip, dest)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as err:
+        raise DataError(
+            f"{archive}: not a complete zip or tar archive ({first_line(err)}); delete it and download again"
+        ) from None
 
 
 def _write_members(members: list, strip: str, dest: Path) -> None:
@@ -112,13 +121,7 @@ def _fetch(source: Source, f: SourceFile, data_dir: Path) -> None:
         if not cached.exists():
             _download(archive.url, cached)
         _check(cached, archive.sha256, source, cached.name)
-        try:
-            _unpack(cached, archive.strip, data_dir / archive.into)
-        except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as err:
-            raise DataError(
-                f"{cached}: not a complete zip or tar archive ({first_line(err)}); delete it and run "
-                f"`{fetch_command(source)}`"
-            ) from None
+        _unpack(cached, archive.strip, data_dir / archive.into)
     elif f.url is not None:
         _download(f.url, target)
     else:
