@@ -2,8 +2,9 @@
 
 A file is ``#`` comment lines, a header of ``@tag value`` lines ending with ``@data``, then one case
 per line: the channels separated by ``:``, each a comma-separated series (``?`` marks a missing
-value), and the class label last. Lengths may differ between cases (``@equalLength false``) but not
-between the channels of one case. Every format error names the file and the line.
+value, the only one: a written NaN or inf is an error), and the class label last. Lengths may
+differ between cases (``@equalLength false``) but not between the channels of one case. Every
+format error names the file and the line.
 Time stamps (``@timeStamps true``) and regression targets (``@targetLabel``) are not supported: no
 benchmark of Table 4 uses them.
 """
