@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from recurrent_attention.data import DataError, registry, resolve_file
+from recurrent_attention.data import DataError, registry, resolve_file, sha256sum
 from recurrent_attention.data import sources as sources_module
 from recurrent_attention.data.sources import Archive, Source, SourceFile
 
@@ -99,18 +100,34 @@ def test_every_registered_source_is_well_formed() -> None:
             assert f.sha256 is None or len(f.sha256) == 64, name
 
 
-def test_registry_checksums_match_the_shared_mirror_where_present() -> None:
-    """Every checksum the registry claims for a file in ../shared/data equals SHA256SUMS there."""
-    sums_file = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "SHA256SUMS"
-    if not sums_file.is_file():
-        pytest.skip("no shared data mirror beside this checkout")
-    known = {
-        line.split()[1].removeprefix("./"): line.split()[0] for line in sums_file.read_text().splitlines()
-    }
-    checked = 0
-    for source in registry().values():
-        for f in source.files.values():
-            if f.path in known and f.sha256 is not None:
-                assert f.sha256 == known[f.path], f.path
-                checked += 1
-    assert checked >= 5
+MIRROR = Path(os.environ.get("RA_DATA_MIRROR") or Path(__file__).resolve().parents[3] / "shared" / "data")
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="no data mirror (RA_DATA_MIRROR, or ../shared/data)")
+def test_every_mirrored_registry_file_has_and_matches_its_sha256() -> None:
+    """Bytes known here must be pinned: a registry file present in the mirror needs a sha256, and it
+    must be the sha256 of the mirror's bytes (hashed here, not read from a sums file)."""
+    checked = []
+    for name, source in registry().items():
+        for key, f in source.files.items():
+            if (MIRROR / f.path).is_file():
+                assert f.sha256 is not None, (
+                    f"{name}.files.{key}: {f.path} is in the mirror but has no sha256"
+                )
+                assert sha256sum(MIRROR / f.path) == f.sha256, f"{name}.files.{key}: {f.path}"
+                checked.append(f.path)
+    assert checked, f"no registry file found in the mirror {MIRROR}"
+
+
+def test_truncated_archive_is_one_line_naming_it(fake_registry, tmp_path: Path, monkeypatch) -> None:
+    """An archive without a registry checksum (most UEA zips) is only caught when it fails to unpack."""
+    served = tmp_path / "served" / "bundle.zip"
+    served.write_bytes(served.read_bytes()[:40])
+    archive = Archive(served.as_uri(), None, strip="bundle/", into="zipped")
+    source = Source("zipped", "lm", {"a": SourceFile("zipped/inner/a.txt", SHA, archive="z")}, {"z": archive})
+    monkeypatch.setattr(sources_module, "registry", lambda: {"zipped": source})
+    with pytest.raises(DataError) as info:
+        resolve_file("zipped", "a", tmp_path / "data")
+    message = str(info.value)
+    assert "\n" not in message and "bundle.zip: not a complete zip or tar archive" in message
+    assert "delete it and download again" in message

@@ -9,6 +9,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config_checks import check_config
 
 register_resolvers()
 
@@ -42,6 +43,7 @@ def test_task_composes_with_model(task: str, model: str) -> None:
     get_class(cfg.task.datamodule._target_)
     get_class(cfg.task.module._target_)
     assert instantiate(cfg.model.backbone).d_model == cfg.model.d_model
+    check_config(cfg)  # no shipped combination trips the up-front checks
 
 
 def test_bad_override_names_the_key() -> None:

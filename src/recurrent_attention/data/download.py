@@ -18,6 +18,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 
 from tqdm import tqdm
@@ -31,8 +32,18 @@ USER_AGENT = "recurrent-attention-data/0.1 (research dataset download)"
 ORIGINS_FILE = ".origins.json"
 
 
-class DataError(RuntimeError):
-    """Missing or corrupt data: the message says which file, which checksum and how to fix it."""
+class DataError(ValueError):
+    """Missing, corrupt or malformed data: the one-line message names the file, the problem and the fix.
+
+    A ``ValueError``, since a bad file is a bad input value; callers that catch ``ValueError`` from a
+    reader keep working.
+    """
+
+
+def first_line(err: BaseException) -> str:
+    """An exception as one line: parsers' messages can span several (tarfile lists every method)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def sha256sum(path: Path, chunk: int = 1 << 20) -> str:
@@ -104,16 +115,25 @@ def _download(url: str, dest: Path) -> None:
 
 
 def _unpack(archive: Path, strip: str, dest: Path) -> None:
-    """Extract an archive into ``dest``, dropping the ``strip`` prefix from member names."""
+    """Extract an archive into ``dest``, dropping the ``strip`` prefix from member names.
+
+    A truncated or foreign file is one :class:`DataError` line (most archives have no checksum to
+    catch it earlier).
+    """
     dest.mkdir(parents=True, exist_ok=True)
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            members = [(m.filename, zf.open(m)) for m in zf.infolist() if not m.is_dir()]
-            _write_members(members, strip, dest)
-    else:
-        with tarfile.open(archive) as tf:
-            members = [(m.name, tf.extractfile(m)) for m in tf.getmembers() if m.isfile()]
-            _write_members(members, strip, dest)
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                members = [(m.filename, zf.open(m)) for m in zf.infolist() if not m.is_dir()]
+                _write_members(members, strip, dest)
+        else:
+            with tarfile.open(archive) as tf:
+                members = [(m.name, tf.extractfile(m)) for m in tf.getmembers() if m.isfile()]
+                _write_members(members, strip, dest)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as err:
+        raise DataError(
+            f"{archive}: not a complete zip or tar archive ({first_line(err)}); delete it and download again"
+        ) from None
 
 
 def _write_members(members: list, strip: str, dest: Path) -> None:

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import resolve_file
+from recurrent_attention.data import DataError, resolve_file
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.ef.formats import (
     EventSequence,
@@ -142,13 +142,13 @@ class EFDataModule(L.LightningDataModule):
             splits, dims = {s: sequences[p] for s, p in zip(SPLITS, parts, strict=True)}, set()
         dims.discard(None)
         if dims and dims != {self.n_marks}:
-            raise ValueError(
+            raise DataError(
                 f"task.n_marks={self.n_marks} but {self.source} declares dim_process {sorted(dims)}"
             )
         for split, sequences in splits.items():
             top = max((int(s.marks.max()) for s in sequences if len(s)), default=0)
             if top >= self.n_marks:
-                raise ValueError(f"{self.source}/{split}: mark {top} found but task.n_marks={self.n_marks}")
+                raise DataError(f"{self.source}/{split}: mark {top} found but task.n_marks={self.n_marks}")
             splits[split] = [s for s in sequences if len(s) >= self.min_length]
         return splits
 
@@ -157,7 +157,7 @@ class EFDataModule(L.LightningDataModule):
             return
         for split, sequences in self.load_splits().items():
             if not sequences:
-                raise ValueError(f"{self.source}/{split}: no sequence with at least {self.min_length} events")
+                raise DataError(f"{self.source}/{split}: no sequence with at least {self.min_length} events")
             self.datasets[split] = EventDataset(sequences)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:

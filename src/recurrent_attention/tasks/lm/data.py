@@ -25,7 +25,8 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import describe_origin, resolve_file
+from recurrent_attention.data import DataError, describe_origin, resolve_file
+from recurrent_attention.data.checks import reading
 from recurrent_attention.tasks.base import distributed_world, make_loader
 
 EOS, UNK = "<eos>", "<unk>"
@@ -33,12 +34,26 @@ SPLIT_FILES = {"train": "train", "val": "valid", "test": "test"}
 
 
 def line_tokens(path: str | Path, lower_case: bool = False) -> Iterator[list[str]]:
-    """The words of each line of ``path`` followed by ``<eos>``."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            words = line.lower().split() if lower_case else line.split()
-            words.append(EOS)
-            yield words
+    """The words of each line of ``path`` followed by ``<eos>``; bytes that are not UTF-8 name their line."""
+    with reading(path, "UTF-8 text corpus"), open(path, encoding="utf-8") as fh:
+        try:
+            for line in fh:
+                words = line.lower().split() if lower_case else line.split()
+                words.append(EOS)
+                yield words
+        except UnicodeDecodeError:
+            raise DataError(f"{path}: line {first_undecodable_line(path)} is not UTF-8 text") from None
+
+
+def first_undecodable_line(path: str | Path) -> int:
+    """Text mode decodes in blocks, so the failing line is found again byte line by byte line."""
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 0
 
 
 class Vocabulary:
@@ -56,6 +71,8 @@ class Vocabulary:
         for words in line_tokens(path, lower_case):
             counts.update(words[:-1])
         counts.pop(EOS, None)
+        if not counts:
+            raise DataError(f"{path}: holds no words; a training corpus needs at least one")
         return cls([EOS, *(word for word, _ in counts.most_common())])
 
     def __len__(self) -> int:
@@ -71,7 +88,7 @@ class Vocabulary:
                 for word in words:
                     i = index.get(word, unk)
                     if i is None:
-                        raise ValueError(
+                        raise DataError(
                             f"{path}: word {word!r} is not in the training vocabulary and there is no {UNK}"
                         )
                     yield i
@@ -79,11 +96,11 @@ class Vocabulary:
         return torch.from_numpy(np.fromiter(ids(), dtype=np.int64))
 
 
-def batchify(ids: Tensor, n_streams: int) -> Tensor:
+def batchify(ids: Tensor, n_streams: int, source: str | Path = "the corpus") -> Tensor:
     """``(T,)`` -> ``(n_streams, T // n_streams)``: stream b is the b-th contiguous chunk of the corpus."""
     length = ids.numel() // n_streams
     if length < 2:
-        raise ValueError(f"{ids.numel()} tokens are too few for {n_streams} streams")
+        raise DataError(f"{source}: {ids.numel()} tokens are too few for {n_streams} streams")
     return ids[: n_streams * length].view(n_streams, length)
 
 
@@ -168,7 +185,7 @@ class LMDataModule(L.LightningDataModule):
             return
         self.vocab = Vocabulary.from_file(self.file("train"), self.lower_case)
         if len(self.vocab) != self.vocab_size:
-            raise ValueError(
+            raise DataError(
                 f"{self.source}: the training vocabulary has {len(self.vocab)} words but "
                 f"task.vocab_size={self.vocab_size}; set task.vocab_size={len(self.vocab)}"
             )
@@ -179,11 +196,13 @@ class LMDataModule(L.LightningDataModule):
                 "processes: make it a multiple of the number of devices"
             )
         for split, key in SPLIT_FILES.items():
-            ids = self.vocab.encode_file(self.file(key), self.lower_case)
+            path = self.file(key)
+            ids = self.vocab.encode_file(path, self.lower_case)
             if split == "train":
-                streams, window = batchify(ids, self.batch_size * world), self.seg_len * self.bptt_segments
+                streams = batchify(ids, self.batch_size * world, path)
+                window = self.seg_len * self.bptt_segments
             else:
-                streams, window = batchify(ids, self.eval_batch_size), self.seg_len
+                streams, window = batchify(ids, self.eval_batch_size, path), self.seg_len
             self.datasets[split] = SegmentWindows(streams[rank::world], window)
         for key in SPLIT_FILES.values():
             rank_zero_info(f"{self.source} {key}: {self.origins[key]}")

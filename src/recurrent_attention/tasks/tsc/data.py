@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import resolve_file
+from recurrent_attention.data import DataError, resolve_file
+from recurrent_attention.data.checks import require_scalable
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.tsc.tsformat import TSData, read_ts
 
@@ -52,16 +53,21 @@ class Standardizer:
     """Per-channel z-scoring over every valid time step of the cases it is fitted on.
 
     Sample std plus machine epsilon, as TSLib's ``Normalizer`` (so constant channels map to 0).
+    Statistics that overflow float64 are refused by :meth:`fit` (a channel would silently become 0).
     """
 
     mean: np.ndarray
     std: np.ndarray
 
     @classmethod
-    def fit(cls, cases: list[np.ndarray]) -> Standardizer:
+    def fit(cls, cases: list[np.ndarray], file: str | Path) -> Standardizer:
+        """Statistics of ``cases``, read from ``file`` (named if they overflow)."""
         steps = np.concatenate(cases, axis=0)
-        std = steps.std(axis=0, ddof=1) if len(steps) > 1 else np.zeros(steps.shape[1])
-        return cls(steps.mean(axis=0), std)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused just below
+            std = steps.std(axis=0, ddof=1) if len(steps) > 1 else np.zeros(steps.shape[1])
+            mean = steps.mean(axis=0)
+        require_scalable(mean, std, file, [f"channel {c + 1}" for c in range(steps.shape[1])])
+        return cls(mean, std)
 
     def transform(self, case: np.ndarray) -> np.ndarray:
         return (case - self.mean) / (self.std + np.finfo(np.float64).eps)
@@ -177,13 +183,13 @@ class TSCDataModule(L.LightningDataModule):
 
     def _check(self, data: TSData, path: Path) -> None:
         if data.n_channels != self.n_channels:
-            raise ValueError(f"task.n_channels={self.n_channels} but {path} has {data.n_channels} channels")
+            raise DataError(f"task.n_channels={self.n_channels} but {path} has {data.n_channels} channels")
         if len(data.class_names) != self.n_classes:
-            raise ValueError(
+            raise DataError(
                 f"task.n_classes={self.n_classes} but {path} declares {len(data.class_names)} classes"
             )
         if data.lengths.max() > self.max_len:
-            raise ValueError(
+            raise DataError(
                 f"task.max_len={self.max_len} but {path} holds a case of length {data.lengths.max()}"
             )
 
@@ -199,7 +205,7 @@ class TSCDataModule(L.LightningDataModule):
         for data, path in ((train, train_file), (test, test_file)):
             self._check(data, path)
         if test.class_names != train.class_names:
-            raise ValueError(
+            raise DataError(
                 f"{test_file} declares classes {test.class_names}, {train_file} {train.class_names}"
             )
         self.class_names = train.class_names
@@ -209,8 +215,8 @@ class TSCDataModule(L.LightningDataModule):
             fit_idx, val_idx = np.arange(len(train_cases)), None
         else:
             fit_idx, val_idx = stratified_split(train.labels, self.val_fraction, self.split_seed)
-        scaler = Standardizer.fit([train_cases[i] for i in fit_idx])
-        test_scaler = Standardizer.fit(test_cases) if self.compat == "reference" else scaler
+        scaler = Standardizer.fit([train_cases[i] for i in fit_idx], train_file)
+        test_scaler = Standardizer.fit(test_cases, test_file) if self.compat == "reference" else scaler
 
         def subset(indices: np.ndarray) -> ClassificationSet:
             cases = self._prepare([train_cases[i] for i in indices], scaler)

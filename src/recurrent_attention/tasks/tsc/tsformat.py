@@ -2,8 +2,9 @@
 
 A file is ``#`` comment lines, a header of ``@tag value`` lines ending with ``@data``, then one case
 per line: the channels separated by ``:``, each a comma-separated series (``?`` marks a missing
-value), and the class label last. Lengths may differ between cases (``@equalLength false``) but not
-between the channels of one case. Every format error names the file and the line.
+value, the only one: a written NaN or inf is an error), and the class label last. Lengths may
+differ between cases (``@equalLength false``) but not between the channels of one case. Every
+format error names the file and the line.
 Time stamps (``@timeStamps true``) and regression targets (``@targetLabel``) are not supported: no
 benchmark of Table 4 uses them.
 """
@@ -15,11 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from recurrent_attention.data import DataError
+from recurrent_attention.data.checks import reading, require_finite
+
 BOOLEAN_TAGS = ("timestamps", "missing", "univariate", "equallength")
 INTEGER_TAGS = ("dimensions", "serieslength")
 
 
-class TSFormatError(ValueError):
+class TSFormatError(DataError):
     """A malformed ``.ts`` file; the message starts with ``path:line:``."""
 
 
@@ -67,12 +71,17 @@ def _integer(value: str, where: str, tag: str) -> int:
 
 
 def _series(text: str, where: str, channel: int) -> np.ndarray:
+    """One channel of a case; ``?`` is the only missing value, so a written NaN or inf is an error."""
     values = text.strip().split(",")
     try:
-        return np.array([np.nan if v.strip() == "?" else float(v) for v in values], dtype=np.float64)
+        series = np.array([np.nan if v.strip() == "?" else float(v) for v in values], dtype=np.float64)
     except ValueError:
         bad = next(v for v in values if v.strip() != "?" and not _is_float(v))
         raise TSFormatError(f"{where}: channel {channel + 1} holds {bad!r}, not a number or '?'") from None
+    if not np.isfinite(series).all():
+        missing = np.array([v.strip() == "?" for v in values])
+        require_finite(series, where, lambda i: f"channel {channel + 1}, value {i[0] + 1}", allowed=missing)
+    return series
 
 
 def _is_float(text: str) -> bool:
@@ -170,4 +179,6 @@ def parse_ts(text: str, source: str = "<string>") -> TSData:
 
 def read_ts(path: str | Path) -> TSData:
     """Read and parse one ``.ts`` file."""
-    return parse_ts(_decode(Path(path).read_bytes()), str(path))
+    with reading(path, "sktime .ts file"):
+        raw = Path(path).read_bytes()
+    return parse_ts(_decode(raw), str(path))

@@ -18,7 +18,8 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import resolve_file
+from recurrent_attention.data import DataError, resolve_file
+from recurrent_attention.data.checks import reading, require_finite, require_scalable
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.tsf.timefeatures import time_features
 
@@ -33,19 +34,52 @@ def read_csv(path: str | Path) -> pd.DataFrame:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         text = raw.decode("latin-1")  # weather.csv's header has Latin-1 unit symbols (e.g. "m²")
-    frame = pd.read_csv(io.StringIO(text))
+    with reading(path, "CSV file"):
+        frame = pd.read_csv(io.StringIO(text))
     if "date" not in frame.columns:
-        raise ValueError(f"{path}: no 'date' column in header {list(frame.columns)[:5]}...")
+        raise DataError(f"{path}: no 'date' column in header {list(frame.columns)[:5]}...")
+    if frame.empty:
+        raise DataError(f"{path}: a header but no data rows")
     return frame
 
 
-def split_borders(n_rows: int, seq_len: int, layout: str) -> list[tuple[int, int]]:
+def line_of(row: int) -> str:
+    """The file line of data row ``row`` (0-based): the header is line 1."""
+    return f"line {row + 2}"
+
+
+def numeric_values(frame: pd.DataFrame, path: str | Path) -> np.ndarray:
+    """The columns of ``frame`` as float64; a text cell or a non-finite one names its line and column."""
+    for name in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[name]):
+            numbers = pd.to_numeric(frame[name], errors="coerce")
+            row = int(np.flatnonzero(numbers.isna() & frame[name].notna())[0])
+            raise DataError(
+                f"{path}: {line_of(row)}, column {name!r}: {frame[name].iloc[row]!r} is not a number"
+            )
+    values = frame.to_numpy(dtype=np.float64)
+    require_finite(values, path, lambda i: f"{line_of(i[0])}, column {frame.columns[i[1]]!r}")
+    return values
+
+
+def parse_dates(dates: pd.Series, path: str | Path) -> pd.DatetimeIndex:
+    """The ``date`` column as timestamps; a blank or unparsable cell names its line."""
+    parsed = pd.to_datetime(dates, errors="coerce")
+    if parsed.isna().any():
+        row = int(np.flatnonzero(parsed.isna())[0])
+        raise DataError(f"{path}: {line_of(row)}, column 'date': {dates.iloc[row]!r} is not a date")
+    return pd.DatetimeIndex(parsed)
+
+
+def split_borders(
+    n_rows: int, seq_len: int, layout: str, file: str | Path = "the file"
+) -> list[tuple[int, int]]:
     """``[(start, end)]`` row ranges of train, val, test (end exclusive), TSLib's arithmetic."""
     if layout in ETT_MONTH_ROWS:
         month = ETT_MONTH_ROWS[layout]
         ends = [12 * month, 16 * month, 20 * month]
         if n_rows < ends[-1]:
-            raise ValueError(f"layout {layout} needs at least {ends[-1]} rows, the file has {n_rows}")
+            raise DataError(f"{file}: layout {layout} needs at least {ends[-1]} rows, the file has {n_rows}")
     elif layout == "custom":
         n_train, n_test = int(n_rows * 0.7), int(n_rows * 0.2)
         ends = [n_train, n_rows - n_test, n_rows]
@@ -64,8 +98,10 @@ class Standardizer:
 
     @classmethod
     def fit(cls, values: np.ndarray) -> Standardizer:
-        std = values.std(axis=0)
-        return cls(values.mean(axis=0), np.where(std > 0, std, 1.0))
+        """A constant channel (std 0) keeps scale 1, as sklearn; ``inf`` statistics are left to the caller."""
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused by require_scalable
+            std = values.std(axis=0)
+            return cls(values.mean(axis=0), np.where(std > 0, std, 1.0))
 
     def transform(self, values: np.ndarray) -> np.ndarray:
         return (values - self.mean) / self.std
@@ -77,7 +113,7 @@ class Standardizer:
 def select_columns(frame: pd.DataFrame, features: str, target: str) -> pd.DataFrame:
     """TSLib's column order: every channel but the date, the target last; ``S`` keeps the target only."""
     if target not in frame.columns:
-        raise ValueError(f"task.target={target!r} is not a column of the CSV ({list(frame.columns)[:8]}...)")
+        raise DataError(f"task.target={target!r} is not a column of the CSV ({list(frame.columns)[:8]}...)")
     if features == "S":
         return frame[[target]]
     if features == "M":
@@ -159,17 +195,20 @@ class TSFDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.datasets:
             return
-        frame = read_csv(self.csv_path())
-        values = select_columns(frame, self.features, self.target).to_numpy(dtype=np.float64)
+        path = self.csv_path()
+        frame = read_csv(path)
+        channels = select_columns(frame, self.features, self.target)
+        values = numeric_values(channels, path)
         if self.n_channels is not None and values.shape[1] != self.n_channels:
-            raise ValueError(
+            raise DataError(
                 f"task.n_channels={self.n_channels} but {self.source} has {values.shape[1]} channels "
                 f"with features={self.features}"
             )
-        marks = time_features(pd.to_datetime(frame["date"]), self.freq)
-        borders = split_borders(len(frame), self.seq_len, self.layout)
+        marks = time_features(parse_dates(frame["date"], path), self.freq)
+        borders = split_borders(len(frame), self.seq_len, self.layout, path)
         train_start, train_end = borders[0]
         self.scaler = Standardizer.fit(values[train_start:train_end])
+        require_scalable(self.scaler.mean, self.scaler.std, path, [f"column {c!r}" for c in channels.columns])
         scaled = self.scaler.transform(values)
         for split, (start, end) in zip(SPLITS, borders, strict=True):
             self.datasets[split] = ForecastWindows(

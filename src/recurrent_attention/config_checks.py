@@ -1,0 +1,160 @@
+"""Up-front checks of the config values a user can mistype on the command line.
+
+Without them ``model.n_heads=0`` dies in a ZeroDivisionError deep inside a layer, ``model.n_layers=0``
+trains a model with no layers, and ``seed=abc`` fails in Lightning's seeding. :func:`check_config`
+runs before anything is built and raises one :class:`ConfigError` line naming the key, the value
+and what is allowed. The rules are one table: a key absent from the composed config (a model or
+task family that does not have it) is skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+
+from recurrent_attention.models.blocks import ACTIVATIONS
+from recurrent_attention.ops import PATHS
+from recurrent_attention.tasks.ef.data import FORMATS
+from recurrent_attention.tasks.tsc.head import HEADS
+from recurrent_attention.tasks.tsf.data import ETT_MONTH_ROWS
+from recurrent_attention.tasks.tsf.timefeatures import FEATURES_BY_FREQ
+
+ABSENT = object()
+MAX_SEED = 2**32 - 1  # numpy's seed range, which Lightning's seed_everything enforces
+
+
+class ConfigError(ValueError):
+    """A config value outside what the run accepts; the message names the key, the value and the fix."""
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``keys`` must hold a value that ``accepts``; ``allowed`` says in words what that is."""
+
+    keys: tuple[str, ...]
+    accepts: Callable[[Any], bool]
+    allowed: str
+    nullable: bool = False
+
+
+def choice(key: str, options: Iterable[str]) -> Rule:
+    names = tuple(sorted(options))
+    return Rule((key,), lambda value: value in names, f"one of {', '.join(names)}")
+
+
+RULES = (
+    Rule(("seed",), lambda v: _integer(v) and 0 <= v <= MAX_SEED, f"an integer from 0 to {MAX_SEED}"),
+    Rule(
+        (
+            "model.d_model",
+            "model.n_heads",
+            "model.n_layers",
+            "model.d_ff",
+            "model.seg_len",
+            "task.seq_len",
+            "task.pred_len",
+            "task.seg_len",
+            "task.bptt_segments",
+            "task.batch_size",
+            "task.eval_batch_size",
+            "task.max_epochs",
+            "task.n_channels",
+            "task.n_classes",
+            "task.max_len",
+            "task.n_marks",
+            "task.n_components",
+            "task.vocab_size",
+        ),
+        lambda v: _integer(v) and v > 0,
+        "a positive integer",
+    ),
+    Rule(("task.tokens_per_step",), lambda v: _integer(v) and v > 0, "a positive integer or null", True),
+    Rule(
+        ("model.mem_len", "task.mem_len", "task.warmup_steps", "task.split_seed"),
+        lambda v: _integer(v) and v >= 0,
+        "an integer >= 0",
+    ),
+    Rule(("model.dropout", "model.attn_dropout"), lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    Rule(("task.val_fraction",), lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)"),
+    Rule(("task.lr", "task.time_eps"), lambda v: _number(v) and v > 0, "a number > 0"),
+    Rule(("task.weight_decay",), lambda v: _number(v) and v >= 0, "a number >= 0"),
+    Rule(("task.gradient_clip_val",), lambda v: _number(v) and v > 0, "a number > 0 or null", True),
+    Rule(
+        (
+            "force",
+            "model.norm_first",
+            "model.final_norm",
+            "model.bptt",
+            "task.instance_norm",
+            "task.lower_case",
+        ),
+        lambda v: isinstance(v, bool),
+        "true or false",
+    ),
+    choice("model.activation", ACTIVATIONS),
+    choice("model.path", PATHS),
+    choice("model.rnn", ("gru", "ncgru")),
+    choice("model.position_rnn", ("gru", "ncgru")),
+    choice("model.ncgru_inverse", ("neumann", "exact")),
+    choice("task.compat", ("default", "reference")),
+    choice("task.features", ("M", "S")),
+    choice("task.freq", FEATURES_BY_FREQ),
+    choice("task.layout", (*ETT_MONTH_ROWS, "custom")),
+    choice("task.head", HEADS),
+    choice("task.format", FORMATS),
+)
+
+
+def _value(cfg: DictConfig, key: str) -> Any:
+    """The resolved value at ``key``, or ``ABSENT`` when this config has no such key."""
+    try:
+        return OmegaConf.select(cfg, key, default=ABSENT, throw_on_missing=True)
+    except MissingMandatoryValue:
+        raise ConfigError(f"{key} has no value (???); set it, e.g. {key}=<value>") from None
+    except InterpolationResolutionError as err:
+        raise ConfigError(f"{key}: cannot resolve its value ({str(err).splitlines()[0]})") from None
+
+
+def _interpolated(cfg: DictConfig, key: str) -> bool:
+    """True when ``key`` copies another key (``${task.seg_len}``): the user set that one instead."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    return OmegaConf.is_interpolation(node, leaf)
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Raise :class:`ConfigError` on the first value a run would crash on or silently misuse.
+
+    A bad value copied by interpolation fails at several keys; the message names the one it was
+    set at, not a copy.
+    """
+    failures = [
+        (key, value, rule)
+        for rule in RULES
+        for key in rule.keys
+        if (value := _value(cfg, key)) is not ABSENT
+        and not (value is None and rule.nullable)
+        and not rule.accepts(value)
+    ]
+    if failures:
+        key, value, rule = min(failures, key=lambda failure: _interpolated(cfg, failure[0]))
+        raise ConfigError(f"{key}={value!r} is not allowed: use {rule.allowed}")
+    d_model, n_heads = _value(cfg, "model.d_model"), _value(cfg, "model.n_heads")
+    if d_model is not ABSENT and n_heads is not ABSENT and d_model % n_heads:
+        raise ConfigError(
+            f"model.d_model={d_model} is not divisible by model.n_heads={n_heads}: "
+            "use a d_model that is a multiple of n_heads"
+        )

@@ -1,0 +1,35 @@
+"""Bad corpus files stop the LM datamodule with one DataError line naming the file (and line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from recurrent_attention.data import DataError
+from recurrent_attention.tasks.lm.data import LMDataModule
+
+GOOD = " the cat sat on the mat \n the dog sat \n a cat sat \n"
+
+
+def setup_with(tmp_path: Path, **contents: bytes) -> None:
+    files = {}
+    for key in ("train", "valid", "test"):
+        files[key] = str(tmp_path / f"ptb.{key}.txt")
+        Path(files[key]).write_bytes(contents.get(key, GOOD.encode()))
+    LMDataModule("ptb", vocab_size=8, seg_len=2, batch_size=2, eval_batch_size=2, files=files).setup()
+
+
+def test_bytes_that_are_not_utf8_name_their_line(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'ptb.valid.txt'}: line 2 is not UTF-8 text$"):
+        setup_with(tmp_path, valid=b" the cat \n the \xff\xfe dog \n a cat \n")
+
+
+def test_empty_training_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'ptb.train.txt'}: holds no words"):
+        setup_with(tmp_path, train=b"")
+
+
+def test_too_short_evaluation_file_names_itself(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'ptb.test.txt'}: 2 tokens are too few for 2 streams"):
+        setup_with(tmp_path, test=b" cat \n")

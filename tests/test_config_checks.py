@@ -1,0 +1,88 @@
+"""``check_config`` on configs composed from the real ``conf/``: every shipped combination passes,
+and each value a user can mistype is refused in one line naming the key, the value and the rule."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config_checks import ConfigError, check_config
+from tests.e2e.test_configs import FIRST_TASK_OF_FAMILY
+
+register_resolvers()
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("task", sorted(FIRST_TASK_OF_FAMILY.values()))
+@pytest.mark.parametrize("preset", ["smoke", "paper"])
+def test_shipped_presets_pass(task: str, preset: str) -> None:
+    """Every task and model pair passes in tests/e2e/test_configs.py (cpu preset); here the other presets."""
+    check_config(composed(f"task={task}", f"preset={preset}"))
+
+
+BAD = [
+    # (overrides, key named in the message, value named, what is allowed)
+    (["task=tsf/etth1", "task.pred_len=0"], "task.pred_len", "0", "positive integer"),
+    (["task=tsf/etth1", "task.seq_len=-4"], "task.seq_len", "-4", "positive integer"),
+    (["model.d_model=0"], "model.d_model", "0", "positive integer"),
+    (["model.n_heads=0"], "model.n_heads", "0", "positive integer"),
+    (["model.n_layers=0"], "model.n_layers", "0", "positive integer"),
+    (["model.d_model=64.0"], "model.d_model", "64.0", "positive integer"),
+    (["model.d_model=true"], "model.d_model", "True", "positive integer"),
+    (["seed=abc"], "seed", "'abc'", "integer from 0"),
+    (["seed=1.5"], "seed", "1.5", "integer from 0"),
+    (["seed=-1"], "seed", "-1", "integer from 0"),
+    (["task.batch_size=0"], "task.batch_size", "0", "positive integer"),
+    (["task.max_epochs=0"], "task.max_epochs", "0", "positive integer"),
+    (["model.dropout=1.0"], "model.dropout", "1.0", "[0, 1)"),
+    (["model.dropout=-0.1"], "model.dropout", "-0.1", "[0, 1)"),
+    (["task.lr=0"], "task.lr", "0", "> 0"),
+    (["task.lr=-1e-3"], "task.lr", "-0.001", "> 0"),
+    (["task.lr=nan"], "task.lr", "nan", "> 0"),
+    (["model=aaren", "model.path=scann"], "model.path", "'scann'", "chunked"),
+    (["model.activation=swish"], "model.activation", "'swish'", "gelu, relu"),
+    (["task=tsf/etth1", "task.features=X"], "task.features", "'X'", "M, S"),
+    (["task=tsf/etth1", "task.freq=q"], "task.freq", "'q'", "one of"),
+    (["task=tsc/handwriting", "task.val_fraction=1.0"], "task.val_fraction", "1.0", "(0, 1)"),
+    (["task=tsc/handwriting", "task.head=mean"], "task.head", "'mean'", "flatten, last"),
+    (["task=ef/mimic", "task.format=csv"], "task.format", "'csv'", "easytpp"),
+    (["task=ef/mimic", "task.weight_decay=-1"], "task.weight_decay", "-1", ">= 0"),
+    # model.seg_len copies task.seg_len: the message names the key the user set
+    (["task=lm/ptb", "model=crt", "task.seg_len=0"], "task.seg_len", "0", "positive integer"),
+    (["task=lm/ptb", "task.tokens_per_step=0"], "task.tokens_per_step", "0", "or null"),
+    (["task=lm/ptb", "model=crt", "model.rnn=lstm"], "model.rnn", "'lstm'", "gru, ncgru"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key", "value", "allowed"), BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_value_names_key_value_and_rule(overrides: list[str], key: str, value: str, allowed: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_config(composed(*overrides))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{key}={value} ") and allowed in message
+
+
+def test_d_model_must_divide_into_heads() -> None:
+    with pytest.raises(ConfigError, match=r"model\.d_model=10 is not divisible by model\.n_heads=4"):
+        check_config(composed("model.d_model=10", "model.n_heads=4"))
+
+
+def test_nullable_keys_accept_null() -> None:
+    check_config(composed("task=lm/ptb", "task.tokens_per_step=null", "task.gradient_clip_val=null"))
+
+
+def test_unset_mandatory_value_is_named() -> None:
+    cfg = composed("task=ef/wiki")
+    cfg.task.n_marks = "???"
+    with pytest.raises(ConfigError, match=r"task\.n_marks has no value"):
+        check_config(cfg)
+
+
+def test_config_error_is_a_value_error() -> None:
+    assert issubclass(ConfigError, ValueError)
