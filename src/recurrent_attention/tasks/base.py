@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.models.base import Backbone
+from recurrent_attention.runs.resume import EpochShuffle
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 SchedulerFactory = Callable[[torch.optim.Optimizer], Any]
@@ -113,11 +114,15 @@ def make_loader(
     drop_last: bool = False,
     collate_fn: Callable | None = None,
 ) -> DataLoader:
-    """The DataLoader every datamodule uses (``batch_size=None``: items are batches already)."""
+    """The DataLoader every datamodule uses (``batch_size=None``: items are batches already).
+
+    A shuffled loader's order is a function of (seed, epoch), so that a resumed run sees the
+    batches an uninterrupted one would (``runs.resume``).
+    """
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=shuffle,
+        sampler=EpochShuffle(dataset) if shuffle else None,
         drop_last=drop_last,
         collate_fn=collate_fn,
         num_workers=num_workers,
