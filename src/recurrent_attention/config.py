@@ -10,7 +10,9 @@ from omegaconf import OmegaConf
 from recurrent_attention.runs.identity import run_id_resolver
 from recurrent_attention.tasks.tsf.timefeatures import n_time_features
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
+# The configs ship inside the package (an installed ``ra-train`` finds them); in a checkout this is
+# a symlink to the top-level ``conf/`` where they are edited.
+CONFIG_DIR = Path(__file__).resolve().parent / "conf"
 
 
 def register_resolvers() -> None:
