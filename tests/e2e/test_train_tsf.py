@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from recurrent_attention.runs.identity import run_ids_of_folder
 from tests.conftest import read_summaries, run_train
 from tests.tasks.tsf.test_data import write_ett_csv
 
@@ -30,6 +31,8 @@ def test_smoke_run_writes_summary(model: str, ett_csv: Path, tmp_path: Path) -> 
     assert summary["params"] > 0 and summary["wall_time_s"] > 0 and summary["device"]
     run_dir = Path(next(tmp_path.rglob("summary.json"))).parent
     assert run_dir.name == f"seed1-{summary['run_id']}" and run_dir.parent.name == "smoke"
+    ids = {"run_id": summary["run_id"], "config_id": summary["config_id"]}
+    assert run_ids_of_folder(run_dir) == ids, "the saved config hashes as the live one did"
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert list(run_dir.rglob("metrics.csv")), "CSV logger writes metrics"
     again = run_train(

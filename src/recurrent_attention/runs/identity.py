@@ -17,6 +17,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
@@ -87,3 +88,13 @@ def run_ids(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, str]:
 def run_id_resolver(*, _root_: DictConfig) -> str:
     """``${ra.run_id:}``: the run's hash, for ``hydra.run.dir`` and ``hydra.sweep.subdir``."""
     return run_ids(_root_, OmegaConf.to_container(_root_.hydra.runtime.choices))["run_id"]
+
+
+def run_ids_of_folder(run_dir: str | Path) -> dict[str, str]:
+    """The ids of a finished or failed run, recomputed from the config Hydra saved in ``.hydra/``."""
+    from recurrent_attention.config import register_resolvers  # the config's own resolvers
+
+    register_resolvers()
+    hydra_dir = Path(run_dir) / ".hydra"
+    choices = OmegaConf.load(hydra_dir / "hydra.yaml").hydra.runtime.choices
+    return run_ids(OmegaConf.load(hydra_dir / "config.yaml"), OmegaConf.to_container(choices))
