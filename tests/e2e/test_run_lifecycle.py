@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,29 @@ def uninterrupted(ett_csv: Path, tmp_path_factory) -> dict:
     run_train([*SETTINGS, f"task.datamodule.path={ett_csv}"], out)
     (summary,) = read_summaries(out)
     return summary
+
+
+ONE_EPOCH = [*SETTINGS, "task.max_epochs=1"]
+
+
+@pytest.fixture(scope="module")
+def finished(ett_csv: Path, tmp_path_factory) -> Path:
+    """An output folder holding one finished one-epoch run; tests copy it rather than train again."""
+    out = tmp_path_factory.mktemp("finished")
+    run_train([*ONE_EPOCH, f"task.datamodule.path={ett_csv}"], out)
+    return out
+
+
+def copy_of(finished: Path, tmp_path: Path) -> list[str]:
+    """Copy the finished run into ``tmp_path``; returns the command that made it."""
+    shutil.copytree(finished, tmp_path, dirs_exist_ok=True)
+    return [*ONE_EPOCH, f"task.datamodule.path={ett_csv_of(finished)}"]
+
+
+def ett_csv_of(output_dir: Path) -> str:
+    (summary,) = read_summaries(output_dir)
+    (path,) = [o.split("=", 1)[1] for o in summary["overrides"] if o.startswith("task.datamodule.path=")]
+    return path
 
 
 def run_dir_of(output_dir: Path) -> Path:
@@ -85,9 +109,8 @@ def test_sigterm_saves_a_checkpoint_and_the_resumed_run_is_exact(
     assert resumed["metrics"] == uninterrupted["metrics"]
 
 
-def test_force_starts_clean_and_keeps_the_old_run_aside(ett_csv: Path, tmp_path: Path) -> None:
-    command = [*SETTINGS, f"task.datamodule.path={ett_csv}", "task.max_epochs=1"]
-    run_train(command, tmp_path)
+def test_force_starts_clean_and_keeps_the_old_run_aside(finished: Path, tmp_path: Path) -> None:
+    command = copy_of(finished, tmp_path)
     run_dir = run_dir_of(tmp_path)
     first = json.loads((run_dir / "summary.json").read_text())
     forced = run_train([*command, "force=true"], tmp_path)
@@ -99,9 +122,8 @@ def test_force_starts_clean_and_keeps_the_old_run_aside(ett_csv: Path, tmp_path:
     assert (aside / "checkpoints" / "last.ckpt").is_file()
 
 
-def test_corrupt_last_checkpoint_is_set_aside_and_the_run_starts_over(ett_csv: Path, tmp_path: Path) -> None:
-    command = [*SETTINGS, f"task.datamodule.path={ett_csv}", "task.max_epochs=1"]
-    run_train(command, tmp_path)
+def test_corrupt_last_checkpoint_is_set_aside_and_the_run_starts_over(finished: Path, tmp_path: Path) -> None:
+    command = copy_of(finished, tmp_path)
     run_dir = run_dir_of(tmp_path)
     (run_dir / "summary.json").unlink()
     last = run_dir / "checkpoints" / "last.ckpt"
@@ -116,9 +138,8 @@ def test_corrupt_last_checkpoint_is_set_aside_and_the_run_starts_over(ett_csv: P
     assert (run_dir / "checkpoints" / "last.ckpt.corrupt").is_file()
 
 
-def test_a_second_writer_of_a_folder_stops_with_the_folder_and_pid(ett_csv: Path, tmp_path: Path) -> None:
-    command = [*SETTINGS, f"task.datamodule.path={ett_csv}", "task.max_epochs=1"]
-    run_train(command, tmp_path)
+def test_a_second_writer_of_a_folder_stops_with_the_folder_and_pid(finished: Path, tmp_path: Path) -> None:
+    command = copy_of(finished, tmp_path)
     run_dir = run_dir_of(tmp_path)
     holder = subprocess.Popen(
         [

@@ -62,10 +62,12 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, A
 
 def _masked(node: Any) -> Any:
     """The same structure with every value replaced by a constant (interpolations included)."""
-    if isinstance(node, DictConfig):
-        return {key: _masked(node._get_node(key)) for key in node}
-    if isinstance(node, ListConfig):
-        return ["<ignored>" for _ in range(len(node))]
+    if isinstance(node, (DictConfig, ListConfig)):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict):
+        return {key: _masked(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_masked(value) for value in node]
     return "<ignored>"
 
 
