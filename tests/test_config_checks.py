@@ -86,3 +86,13 @@ def test_unset_mandatory_value_is_named() -> None:
 
 def test_config_error_is_a_value_error() -> None:
     assert issubclass(ConfigError, ValueError)
+
+
+def test_train_py_stops_on_a_bad_value_with_one_line(tmp_path) -> None:
+    """The check runs in train.py before anything is built: exit 2, one line, no traceback."""
+    from tests.conftest import run_train
+
+    proc = run_train(["preset=smoke", "model.n_heads=0"], tmp_path, check=False)
+    assert proc.returncode == 2
+    assert "model.n_heads=0 is not allowed" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(tmp_path.rglob("summary.json"))

@@ -8,9 +8,12 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from recurrent_attention.runs.identity import run_id_resolver
 from recurrent_attention.tasks.tsf.timefeatures import n_time_features
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
+# The configs ship inside the package (an installed ``ra-train`` finds them); in a checkout this is
+# a symlink to the top-level ``conf/`` where they are edited.
+CONFIG_DIR = Path(__file__).resolve().parent / "conf"
 
 
 def ddp_accelerator() -> str:
@@ -32,11 +35,13 @@ def register_resolvers() -> None:
     """Register the ``ra.*`` resolvers the configs use.
 
     ``${ra.env_unset:VAR}`` is true when VAR is empty or unset (wandb goes offline without a key);
+    ``${ra.run_id:}`` is the run's config hash (see ``runs.identity``);
     ``${ra.ddp_*:}`` fill ``trainer=ddp`` from the machine it starts on.
     """
     resolvers = {
         "ra.env_unset": lambda name: not os.environ.get(name),
         "ra.n_time_features": n_time_features,
+        "ra.run_id": run_id_resolver,
         "ra.ddp_accelerator": ddp_accelerator,
         "ra.ddp_devices": ddp_devices,
         "ra.ddp_precision": ddp_precision,

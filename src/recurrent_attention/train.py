@@ -1,14 +1,18 @@
 """Hydra entry point: build datamodule, backbone and task module from the config; fit; test; summarise.
 
-Run folders are deterministic (task / model / preset / seed / other overrides), so running the
-same command again resumes from ``checkpoints/last.ckpt``, and a finished run (one with a
-``summary.json``) is skipped unless ``force=true``. In a multirun sweep a failing job writes
-``failed.json`` with its traceback and the sweep goes on.
+A run's folder is ``<paths.output_dir>/<task>/<model>/<preset>/seed<N>-<run_id>``, where
+``run_id`` hashes the resolved config (``runs.identity``), so the same config always finds its
+folder: running it again resumes from ``checkpoints/last.ckpt`` to the metrics of an unbroken run
+(``runs.resume``), and a finished run (one with a ``summary.json``) is skipped unless
+``force=true``, which moves the old run's files aside and starts clean. One process writes a
+folder at a time (``runs.lock``). A failing run writes ``failed.json``; in a sweep the other jobs
+go on and the sweep exits non-zero listing the failures (``runs.sweep``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 import traceback
@@ -20,9 +24,12 @@ import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.utils import instantiate
+from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config_checks import ConfigError, check_config
 from recurrent_attention.data import DataError
 from recurrent_attention.results.summary import (
     SUMMARY_NAME,
@@ -31,23 +38,40 @@ from recurrent_attention.results.summary import (
     git_commit,
     write_summary,
 )
+from recurrent_attention.runs.folder import set_aside_previous_run, usable_checkpoint
+from recurrent_attention.runs.identity import run_ids
+from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
+from recurrent_attention.runs.resume import ReproducibleEpochs
+from recurrent_attention.runs.sweep import note_failed_job
 
 register_resolvers()
+
+FAILED_NAME = "failed.json"
+EXIT_RUN_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_FOLDER_BUSY = 3
+EXIT_INTERRUPTED = 143  # 128 + SIGTERM, as a shell reports a process stopped by it
+
+
+class NonFiniteMetricError(ValueError):
+    """A test metric is NaN or infinite: the run failed, it has no number for a table."""
 
 
 def _callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
     monitor = cfg.task.monitor
+    checkpoints = run_dir / "checkpoints"
     callbacks: list[L.Callback] = [
         ModelCheckpoint(
-            dirpath=run_dir / "checkpoints",
+            dirpath=checkpoints,
             monitor=monitor.metric,
             mode=monitor.mode,
             save_last=True,
             save_top_k=1,
             filename="best",
-        )
+        ),
+        ReproducibleEpochs(cfg.seed, checkpoints / "last.ckpt"),
     ]
     if monitor.get("patience") is not None:
         callbacks.append(EarlyStopping(monitor=monitor.metric, mode=monitor.mode, patience=monitor.patience))
@@ -55,7 +79,34 @@ def _callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
     return callbacks
 
 
-def run(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+def identity_record(cfg: DictConfig) -> dict[str, Any]:
+    """The fields that name a run in ``summary.json`` and ``failed.json`` (tables group by them)."""
+    choices = HydraConfig.get().runtime.choices
+    return {
+        "task": choices.get("task"),
+        "family": cfg.task.family,
+        "dataset": cfg.task.dataset,
+        "setting": OmegaConf.to_container(cfg.task.get("setting", {}), resolve=True),
+        "model": cfg.model.name,
+        "seed": cfg.seed,
+        "preset": choices.get("preset"),
+        "compat": cfg.task.get("compat", "default"),
+        **run_ids(cfg, OmegaConf.to_container(choices)),
+        "git_commit": git_commit(Path(__file__).parent),
+    }
+
+
+def finite_metrics(tested: list[dict[str, float]], run_dir: Path) -> dict[str, float]:
+    metrics = {k.removeprefix("test/"): float(v) for k, v in (tested[0] if tested else {}).items()}
+    bad = {k: v for k, v in metrics.items() if not math.isfinite(v)}
+    if bad:
+        raise NonFiniteMetricError(
+            f"test metric(s) {bad} in {run_dir}: the run diverged; lower task.lr or check the data"
+        )
+    return metrics
+
+
+def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """Train and test one configuration in ``run_dir``; returns the summary record."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
@@ -66,66 +117,86 @@ def run(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=_callbacks(cfg, run_dir), logger=logger, default_root_dir=str(run_dir)
     )
-    last = run_dir / "checkpoints" / "last.ckpt"
-    resumed = last.is_file()
-    if resumed:
+    last = usable_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    if last:
         print(f"resuming from {last}", file=sys.stderr)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if resumed else None)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=True)
-    choices = HydraConfig.get().runtime.choices
     record = {
-        "task": choices.get("task"),
-        "family": cfg.task.family,
-        "dataset": cfg.task.dataset,
-        "setting": OmegaConf.to_container(cfg.task.get("setting", {}), resolve=True),
-        "model": cfg.model.name,
-        "seed": cfg.seed,
-        "preset": choices.get("preset"),
-        "compat": cfg.task.get("compat", "default"),
-        "metrics": {k.removeprefix("test/"): float(v) for k, v in (tested[0] if tested else {}).items()},
+        **identity,
+        "metrics": finite_metrics(tested, run_dir),
         "params": sum(p.numel() for p in module.parameters()),
         "backbone_params": sum(p.numel() for p in backbone.parameters()),
         "epochs": trainer.current_epoch,
-        "resumed": resumed,
+        "resumed": last is not None,
         "best_checkpoint": best,
         "wall_time_s": time.time() - started,
         "device": device_description(),
-        "git_commit": git_commit(Path(__file__).parent),
         "overrides": list(HydraConfig.get().overrides.task),
         "world_size": trainer.world_size,
     }
     if trainer.is_global_zero:
         write_summary(run_dir, record)
+        (run_dir / FAILED_NAME).unlink(missing_ok=True)
     return record
+
+
+def run_in_folder(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """Check the config, skip a finished run or start clean on ``force``; then run (lock held)."""
+    check_config(cfg)
+    if cfg.force:
+        aside = set_aside_previous_run(run_dir, hydra_log=f"{HydraConfig.get().job.name}.log")
+        if aside:
+            print(f"force=true: the previous run's files are now in {aside}", file=sys.stderr)
+    elif (run_dir / SUMMARY_NAME).is_file():
+        print(f"already finished: {run_dir / SUMMARY_NAME} (pass force=true to run again)", file=sys.stderr)
+        return json.loads((run_dir / SUMMARY_NAME).read_text())
+    return run(cfg, run_dir, identity)
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> dict[str, Any] | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    if (run_dir / SUMMARY_NAME).is_file() and not cfg.force:
-        print(f"already finished: {run_dir / SUMMARY_NAME} (pass force=true to run again)", file=sys.stderr)
-        return json.loads((run_dir / SUMMARY_NAME).read_text())
+    identity = identity_record(cfg)
+    if rank_zero_only.rank != 0:  # a DDP worker process: rank 0 owns the folder
+        return run(cfg, run_dir, identity)
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
-        return run(cfg, run_dir)
-    except DataError as err:
-        if HydraConfig.get().mode == RunMode.MULTIRUN:
-            _record_failure(run_dir, err)
-            return None
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        with RunLock(run_dir):
+            return run_in_folder(cfg, run_dir, identity)
+    except RunFolderBusyError as err:
+        return _stop(err, run_dir, multirun, EXIT_FOLDER_BUSY)
+    except (SIGTERMException, KeyboardInterrupt):
+        print(
+            f"interrupted: checkpoint saved to {run_dir / 'checkpoints' / 'last.ckpt'}; "
+            "run the same command to resume",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_INTERRUPTED)
+    except (ConfigError, DataError, NonFiniteMetricError) as err:
+        _record_failure(run_dir, identity, err)
+        code = EXIT_RUN_FAILED if isinstance(err, NonFiniteMetricError) else EXIT_BAD_INPUT
+        return _stop(err, run_dir, multirun, code)
     except Exception as err:
-        if HydraConfig.get().mode != RunMode.MULTIRUN:
+        _record_failure(run_dir, identity, err)
+        if not multirun:
             raise
-        _record_failure(run_dir, err)
-        return None
+        return _stop(err, run_dir, multirun, EXIT_RUN_FAILED)
 
 
-def _record_failure(run_dir: Path, err: BaseException) -> None:
-    """Keep the sweep going: note the failure beside the run, with its traceback."""
-    print(f"job failed ({type(err).__name__}: {err}); details in {run_dir / 'failed.json'}", file=sys.stderr)
-    record = {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
-    atomic_write_text(run_dir / "failed.json", json.dumps(record, indent=2) + "\n")
+def _stop(err: BaseException, run_dir: Path, multirun: bool, code: int) -> None:
+    """One line; a single run exits with ``code``, a sweep notes the job and goes on."""
+    print(f"error: {err}", file=sys.stderr)
+    if not multirun:
+        sys.exit(code)
+    note_failed_job(run_dir)
+
+
+def _record_failure(run_dir: Path, identity: dict[str, Any], err: BaseException) -> None:
+    """``failed.json`` beside the run: what failed (error, traceback) and which run it was."""
+    record = {**identity, "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+    atomic_write_text(run_dir / FAILED_NAME, json.dumps(record, indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":

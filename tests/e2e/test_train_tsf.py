@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, read_summaries, run_train
+from recurrent_attention.runs.identity import run_ids_of_folder
+from tests.conftest import read_summaries, run_train
 from tests.tasks.tsf.test_data import write_ett_csv
 
 SMOKE = ["preset=smoke", "task.pred_len=8", "task.seq_len=16"]
@@ -29,6 +30,9 @@ def test_smoke_run_writes_summary(model: str, ett_csv: Path, tmp_path: Path) -> 
     assert set(summary["metrics"]) == {"mse", "mae"} and 0 < summary["metrics"]["mse"] < 10
     assert summary["params"] > 0 and summary["wall_time_s"] > 0 and summary["device"]
     run_dir = Path(next(tmp_path.rglob("summary.json"))).parent
+    assert run_dir.name == f"seed1-{summary['run_id']}" and run_dir.parent.name == "smoke"
+    ids = {"run_id": summary["run_id"], "config_id": summary["config_id"]}
+    assert run_ids_of_folder(run_dir) == ids, "the saved config hashes as the live one did"
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert list(run_dir.rglob("metrics.csv")), "CSV logger writes metrics"
     again = run_train(
@@ -65,9 +69,11 @@ def test_failing_job_does_not_stop_the_sweep(ett_csv: Path, tmp_path: Path) -> N
         check=False,
     )
     assert [s["model"] for s in read_summaries(tmp_path)] == ["aaren"]
-    (failure,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
-    assert "missing.csv" in failure["error"]
-    assert proc.returncode == 0
+    (failed,) = list(tmp_path.rglob("failed.json"))
+    assert "missing.csv" in json.loads(failed.read_text())["error"]
+    assert proc.returncode == 1
+    report = proc.stderr[proc.stderr.index("1 job(s) of this sweep failed") :].splitlines()
+    assert report[1:] == [f"  {failed.parent}"]
 
 
 def test_missing_data_is_one_clear_line(tmp_path: Path) -> None:
@@ -97,29 +103,3 @@ def test_checksum_mismatch_is_one_clear_line(tmp_path: Path) -> None:
         "sha256 mismatch" in line
         and "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066" in line
     )
-
-
-def test_killed_run_resumes_from_last_checkpoint(ett_csv: Path, tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    common = [
-        "model=aaren",
-        f"task.datamodule.path={ett_csv}",
-        *SMOKE,
-        "task.max_epochs=3",
-        f"hydra.run.dir={run_dir}",
-    ]
-    killed = run_train(
-        [
-            *common,
-            "+callbacks.kill._target_=tests.helpers.crash_callback.KillAfterEpoch",
-            "+callbacks.kill.epoch=1",
-        ],
-        tmp_path,
-        env={"PYTHONPATH": str(ROOT)},
-        check=False,
-    )
-    assert killed.returncode == 137
-    assert (run_dir / "checkpoints" / "last.ckpt").is_file() and not (run_dir / "summary.json").exists()
-    run_train(common, tmp_path)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["resumed"] is True and summary["epochs"] == 3

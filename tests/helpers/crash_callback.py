@@ -1,17 +1,45 @@
-"""A callback that kills the process (no clean-up, like SIGKILL) after a given training epoch."""
+"""Callbacks that stop a training run abruptly, once, the way users' runs get stopped.
+
+``once_marker`` makes the stop happen only the first time: the marker file is created right before
+stopping, so running the very same command again (same config, hence same run folder) resumes.
+"""
 
 from __future__ import annotations
 
 import os
+import signal
+from pathlib import Path
 
 import lightning as L
 
 
+def _first_time(marker: str | None) -> bool:
+    if marker is None:
+        return True
+    if Path(marker).exists():
+        return False
+    Path(marker).touch()
+    return True
+
+
 class KillAfterEpoch(L.Callback):
-    def __init__(self, epoch: int) -> None:
-        self.epoch = epoch
+    """Exit with no clean-up at all (like SIGKILL) after a given training epoch."""
+
+    def __init__(self, epoch: int, once_marker: str | None = None) -> None:
+        self.epoch, self.once_marker = epoch, once_marker
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Runs after ModelCheckpoint has written last.ckpt for this epoch (callbacks run in order).
-        if trainer.current_epoch == self.epoch:
+        # Lightning runs ModelCheckpoint after every other callback, so last.ckpt is the previous epoch's.
+        if trainer.current_epoch == self.epoch and _first_time(self.once_marker):
             os._exit(137)
+
+
+class TerminateAtBatch(L.Callback):
+    """Send this process SIGTERM (as SLURM or ``kill`` does) after a given batch of a given epoch."""
+
+    def __init__(self, epoch: int, batch: int, once_marker: str | None = None) -> None:
+        self.epoch, self.batch, self.once_marker = epoch, batch, once_marker
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch) and _first_time(self.once_marker):
+            os.kill(os.getpid(), signal.SIGTERM)

@@ -15,20 +15,32 @@ import torch
 SUMMARY_NAME = "summary.json"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename, so readers never see half a file."""
+    """Write via a temporary file in the same folder and rename, so readers never see half a file.
+
+    The file gets the mode a plain ``open`` would give (0666 less the umask, 0644 usually), not
+    the temporary file's private 0600.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
         tmp.write(text)
         tmp.flush()
+        os.fchmod(tmp.fileno(), 0o666 & ~_umask())
         os.fsync(tmp.fileno())
     os.replace(tmp.name, path)
 
 
 def write_summary(run_dir: str | Path, record: dict[str, Any]) -> Path:
+    """Strict JSON: a NaN or infinity anywhere in the record is an error, never written as a number."""
     path = Path(run_dir) / SUMMARY_NAME
-    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
     return path
 
 

@@ -12,6 +12,7 @@ from lightning.pytorch.strategies import Strategy
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from recurrent_attention.models.base import Backbone
+from recurrent_attention.runs.resume import EpochShuffle
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 SchedulerFactory = Callable[[torch.optim.Optimizer], Any]
@@ -166,15 +167,15 @@ def make_loader(
 ) -> DataLoader:
     """The DataLoader every datamodule uses (``batch_size=None``: items are batches already).
 
-    Shuffled training loaders are sharded by Lightning under DDP; ordered loaders by
-    :func:`evaluation_sampler`, so that evaluation counts every item exactly once.
+    A shuffled loader's order is a function of (seed, epoch), so that a resumed run sees the
+    batches an uninterrupted one would (``runs.resume``); under DDP Lightning shards it. Ordered
+    loaders are shared out by :func:`evaluation_sampler`, so that evaluation counts every item
+    exactly once.
     """
-    sampler = None if shuffle else evaluation_sampler(dataset, rank_local)
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        shuffle=shuffle if sampler is None else False,
-        sampler=sampler,
+        sampler=EpochShuffle(dataset) if shuffle else evaluation_sampler(dataset, rank_local),
         drop_last=drop_last,
         collate_fn=collate_fn,
         num_workers=num_workers,

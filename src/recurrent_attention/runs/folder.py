@@ -1,0 +1,60 @@
+"""Housekeeping of one run folder before a run starts: a fresh start on ``force``, a corrupt checkpoint."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from recurrent_attention.runs.lock import LOCK_NAME
+
+# Files a force-restart leaves in place: Hydra's record of this very command (written before the
+# app starts), Hydra's log file that is already open, and the lock.
+KEPT_ON_FORCE = (".hydra", LOCK_NAME)
+# Records that results tables collect by name; inside a set-aside folder they get this suffix so
+# that an old run never reappears in a table.
+RECORD_NAMES = ("summary.json", "failed.json")
+SET_ASIDE_SUFFIX = ".replaced"
+
+
+def set_aside_previous_run(run_dir: Path, hydra_log: str) -> Path | None:
+    """Move an earlier run's files into ``replaced-<UTC time>/`` inside the folder; returns it.
+
+    Nothing is deleted: ``force=true`` asks for a clean run, not for losing the old one.
+    """
+    kept = {*KEPT_ON_FORCE, hydra_log}
+    previous = [
+        p for p in sorted(run_dir.iterdir()) if p.name not in kept and not p.name.startswith("replaced-")
+    ]
+    if not previous:
+        return None
+    target = run_dir / datetime.now(timezone.utc).strftime("replaced-%Y%m%dT%H%M%S.%fZ")
+    target.mkdir()
+    for path in previous:
+        path.rename(target / path.name)
+    for name in RECORD_NAMES:
+        for record in target.rglob(name):
+            record.rename(record.with_name(name + SET_ASIDE_SUFFIX))
+    return target
+
+
+def usable_checkpoint(path: Path) -> Path | None:
+    """``path`` if it loads as a Lightning checkpoint; a corrupt one becomes ``<name>.corrupt``."""
+    if not path.is_file():
+        return None
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "loops" not in checkpoint:
+            raise ValueError("not a Lightning training checkpoint")
+    except Exception as err:  # a truncated or foreign file: any load error means "cannot resume"
+        aside = path.with_name(path.name + ".corrupt")
+        path.replace(aside)
+        print(
+            f"warning: {path} cannot be loaded ({type(err).__name__}); "
+            f"moved to {aside.name}, starting from scratch",
+            file=sys.stderr,
+        )
+        return None
+    return path

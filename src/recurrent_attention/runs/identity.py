@@ -1,0 +1,102 @@
+"""A run is identified by its resolved config, not by the words typed on the command line.
+
+``run_id`` is a short hash of everything that changes a run's result: the resolved config (model,
+task, trainer precision/accelerator/devices/epochs, experiment effects, seed, every override) plus
+the task and preset choices that name it in tables. Keys that only say where files go or how a run
+is watched (``paths``, ``force``, ``logger``, progress bar, model summary, logging interval, Hydra's
+own settings) are left out, so they never split one run into two folders. ``config_id`` is the same
+hash with the seed removed: the runs that a results table averages over seeds share it.
+
+Values are hashed as resolved and typed, so ``task.lr=0.5`` and ``task.lr=5e-1`` are one run, but
+``trainer.limit_train_batches=1`` (one batch) and ``=1.0`` (every batch) are not.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
+
+HASH_LENGTH = 12
+# Dotted keys that do not change a run's result.
+IGNORED_KEYS = (
+    "hydra",
+    "paths",
+    "force",
+    "logger",
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+    "trainer.log_every_n_steps",
+)
+# Config-group choices that name a run (``task=tsf/etth1``, ``preset=cpu``) beside its values.
+NAMING_CHOICES = ("task", "preset")
+
+
+def identity_content(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, Any]:
+    """What the hash covers: the resolved config less ``IGNORED_KEYS``, and the naming choices.
+
+    Ignored values are masked before resolving, so a copy made by interpolation (the datamodule's
+    ``data_dir: ${paths.data_dir}``) is ignored too.
+    """
+    job = copy.deepcopy(OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"]))
+    with read_write(job), open_dict(job):
+        for dotted in IGNORED_KEYS:
+            node = OmegaConf.select(job, dotted, default=None, throw_on_missing=False)
+            if node is not None:
+                OmegaConf.update(job, dotted, _masked(node), merge=False)
+        content = OmegaConf.to_container(job, resolve=True)
+    for dotted in IGNORED_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = content
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return {"config": content, "choices": {name: choices.get(name) for name in NAMING_CHOICES}}
+
+
+def _masked(node: Any) -> Any:
+    """The same structure with every value replaced by a constant (interpolations included)."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict):
+        return {key: _masked(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_masked(value) for value in node]
+    return "<ignored>"
+
+
+def content_hash(content: Mapping[str, Any]) -> str:
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_LENGTH]
+
+
+def run_ids(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, str]:
+    """``run_id`` (with the seed) and ``config_id`` (without) of a config; tables reuse this.
+
+    ``cfg`` is the composed config (a ``hydra`` node, if present, is left out); ``choices`` are
+    Hydra's config-group choices (``HydraConfig.get().runtime.choices``).
+    """
+    content = identity_content(cfg, choices)
+    without_seed = {**content, "config": {k: v for k, v in content["config"].items() if k != "seed"}}
+    return {"run_id": content_hash(content), "config_id": content_hash(without_seed)}
+
+
+def run_id_resolver(*, _root_: DictConfig) -> str:
+    """``${ra.run_id:}``: the run's hash, for ``hydra.run.dir`` and ``hydra.sweep.subdir``."""
+    return run_ids(_root_, OmegaConf.to_container(_root_.hydra.runtime.choices))["run_id"]
+
+
+def run_ids_of_folder(run_dir: str | Path) -> dict[str, str]:
+    """The ids of a finished or failed run, recomputed from the config Hydra saved in ``.hydra/``."""
+    from recurrent_attention.config import register_resolvers  # the config's own resolvers
+
+    register_resolvers()
+    hydra_dir = Path(run_dir) / ".hydra"
+    choices = OmegaConf.load(hydra_dir / "hydra.yaml").hydra.runtime.choices
+    return run_ids(OmegaConf.load(hydra_dir / "config.yaml"), OmegaConf.to_container(choices))

@@ -1,0 +1,205 @@
+"""Runs you can trust: exact resume, force, corrupt checkpoints, one writer per folder, failures.
+
+Each test runs ``train.py`` as users do, on a generated ETT-format file with the smoke preset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, read_summaries, run_train
+from tests.tasks.tsf.test_data import write_ett_csv
+
+# Three epochs of four shuffled batches, dropout on: a resume that loses any random state or the
+# data order ends with different metrics.
+SETTINGS = ["model=aaren", "preset=smoke", "task.pred_len=8", "task.seq_len=16", "task.max_epochs=3"]
+SETTINGS += ["trainer.limit_train_batches=4"]
+HELPERS = "tests.helpers.crash_callback"
+# The helpers' callbacks are imported from the checkout's root, the package as the tests import it.
+WITH_HELPERS = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.fixture(scope="module")
+def ett_csv(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("ett") / "ETTh1.csv"
+    write_ett_csv(path, 14400)
+    return path
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(ett_csv: Path, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("uninterrupted")
+    run_train([*SETTINGS, f"task.datamodule.path={ett_csv}"], out)
+    (summary,) = read_summaries(out)
+    return summary
+
+
+ONE_EPOCH = [*SETTINGS, "task.max_epochs=1"]
+
+
+@pytest.fixture(scope="module")
+def finished(ett_csv: Path, tmp_path_factory) -> Path:
+    """An output folder holding one finished one-epoch run; tests copy it rather than train again."""
+    out = tmp_path_factory.mktemp("finished")
+    run_train([*ONE_EPOCH, f"task.datamodule.path={ett_csv}"], out)
+    return out
+
+
+def copy_of(finished: Path, tmp_path: Path) -> list[str]:
+    """Copy the finished run into ``tmp_path``; returns the command that made it."""
+    shutil.copytree(finished, tmp_path, dirs_exist_ok=True)
+    return [*ONE_EPOCH, f"task.datamodule.path={ett_csv_of(finished)}"]
+
+
+def ett_csv_of(output_dir: Path) -> str:
+    (summary,) = read_summaries(output_dir)
+    (path,) = [o.split("=", 1)[1] for o in summary["overrides"] if o.startswith("task.datamodule.path=")]
+    return path
+
+
+def run_dir_of(output_dir: Path) -> Path:
+    (folder,) = {path.parent for path in output_dir.rglob(".hydra")}
+    return folder
+
+
+def test_killed_run_resumes_to_the_metrics_of_an_unbroken_one(
+    ett_csv: Path, uninterrupted: dict, tmp_path: Path
+) -> None:
+    command = [
+        *SETTINGS,
+        f"task.datamodule.path={ett_csv}",
+        f"+callbacks.kill._target_={HELPERS}.KillAfterEpoch",
+        "+callbacks.kill.epoch=1",
+        f"+callbacks.kill.once_marker={tmp_path}/killed",
+    ]
+    killed = run_train(command, tmp_path, env=WITH_HELPERS, check=False)
+    assert killed.returncode == 137 and not read_summaries(tmp_path)
+    assert (run_dir_of(tmp_path) / "checkpoints" / "last.ckpt").is_file()
+    run_train(command, tmp_path, env=WITH_HELPERS)
+    (resumed,) = read_summaries(tmp_path)
+    assert resumed["resumed"] is True and resumed["epochs"] == 3
+    assert resumed["metrics"] == uninterrupted["metrics"]
+
+
+def test_sigterm_saves_a_checkpoint_and_the_resumed_run_is_exact(
+    ett_csv: Path, uninterrupted: dict, tmp_path: Path
+) -> None:
+    command = [
+        *SETTINGS,
+        f"task.datamodule.path={ett_csv}",
+        f"+callbacks.term._target_={HELPERS}.TerminateAtBatch",
+        "+callbacks.term.epoch=1",
+        "+callbacks.term.batch=1",
+        f"+callbacks.term.once_marker={tmp_path}/terminated",
+    ]
+    stopped = run_train(command, tmp_path, env=WITH_HELPERS, check=False)
+    assert stopped.returncode == 143 and not read_summaries(tmp_path)
+    assert [line for line in stopped.stderr.splitlines() if line.startswith("interrupted:")]
+    assert (run_dir_of(tmp_path) / "checkpoints" / "last.ckpt").is_file()
+    run_train(command, tmp_path, env=WITH_HELPERS)
+    (resumed,) = read_summaries(tmp_path)
+    assert resumed["resumed"] is True
+    assert resumed["metrics"] == uninterrupted["metrics"]
+
+
+def test_force_starts_clean_and_keeps_the_old_run_aside(finished: Path, tmp_path: Path) -> None:
+    command = copy_of(finished, tmp_path)
+    run_dir = run_dir_of(tmp_path)
+    first = json.loads((run_dir / "summary.json").read_text())
+    forced = run_train([*command, "force=true"], tmp_path)
+    (again,) = read_summaries(tmp_path)
+    assert again["resumed"] is False and again["wall_time_s"] != first["wall_time_s"]
+    assert "resuming" not in forced.stderr
+    (aside,) = run_dir.glob("replaced-*")
+    assert json.loads((aside / "summary.json.replaced").read_text()) == first
+    assert (aside / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_corrupt_last_checkpoint_is_set_aside_and_the_run_starts_over(finished: Path, tmp_path: Path) -> None:
+    command = copy_of(finished, tmp_path)
+    run_dir = run_dir_of(tmp_path)
+    (run_dir / "summary.json").unlink()
+    last = run_dir / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:100])  # a write cut short
+    proc = run_train(command, tmp_path)
+    warnings = [
+        line for line in proc.stderr.splitlines() if line.startswith("warning:") and "last.ckpt" in line
+    ]
+    assert len(warnings) == 1 and "Traceback" not in proc.stderr
+    (summary,) = read_summaries(tmp_path)
+    assert summary["resumed"] is False
+    assert (run_dir / "checkpoints" / "last.ckpt.corrupt").is_file()
+
+
+def test_a_second_writer_of_a_folder_stops_with_the_folder_and_pid(finished: Path, tmp_path: Path) -> None:
+    command = copy_of(finished, tmp_path)
+    run_dir = run_dir_of(tmp_path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from recurrent_attention.runs.lock import RunLock\n"
+            f"with RunLock({str(run_dir)!r}):\n    print('locked', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        second = run_train([*command, "force=true"], tmp_path, check=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert second.returncode != 0
+    (line,) = [line for line in second.stderr.splitlines() if line.startswith("error:")]
+    assert str(run_dir) in line and f"pid {holder.pid}" in line
+    assert json.loads((run_dir / "summary.json").read_text())["resumed"] is False
+
+
+def test_nan_metric_fails_the_run_and_writes_no_summary(ett_csv: Path, tmp_path: Path) -> None:
+    proc = run_train(
+        [*SETTINGS, f"task.datamodule.path={ett_csv}", "task.max_epochs=1", "task.lr=1e15"],
+        tmp_path,
+        check=False,
+    )
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert "nan" in line.lower() or "inf" in line.lower()
+    assert not read_summaries(tmp_path)
+    (failed,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
+    assert failed["model"] == "aaren" and failed["run_id"] and failed["config_id"]
+
+
+def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path) -> None:
+    data = tmp_path / "late" / "ETTh1.csv"
+    command = [*SETTINGS, f"task.datamodule.path={data}", "task.max_epochs=1"]
+    failed = run_train(command, tmp_path, check=False)
+    assert failed.returncode != 0
+    (failure,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
+    fields = (
+        "task",
+        "family",
+        "dataset",
+        "model",
+        "seed",
+        "preset",
+        "compat",
+        "run_id",
+        "config_id",
+        "git_commit",
+    )
+    assert set(fields) <= set(failure) and "ETTh1.csv" in failure["error"] and failure["traceback"]
+    data.parent.mkdir()
+    data.write_bytes(ett_csv.read_bytes())
+    run_train(command, tmp_path)
+    (summary,) = read_summaries(tmp_path)
+    assert summary["run_id"] == failure["run_id"] and summary["config_id"] == failure["config_id"]
+    assert not list(tmp_path.rglob("failed.json"))
