@@ -92,3 +92,20 @@ def test_committed_tables_from_one_clean_commit_are_written(tmp_path: Path, repo
     assert _make_tables()(_args(runs, repo / "results")) == 0
     text = (repo / "results" / "aaren_tsf_cpu_default.md").read_text()
     assert "WARNING" not in text and "commit: c1" in text
+
+
+def test_failures_no_table_can_show_are_still_reported(tmp_path: Path, capsys) -> None:
+    runs = tmp_path / "runs"
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5})
+    summary(tmp_path / "copy" / "a1", 1, {"mse": 0.4, "mae": 0.5})
+    old = runs / "old" / "failed.json"  # written before failures recorded which run they were
+    old.parent.mkdir()
+    old.write_text('{"error": "ValueError: bad", "traceback": "..."}')
+    args = _args(runs, tmp_path / "out")
+    assert _make_tables()([*args[:2], str(tmp_path / "copy"), *args[2:]]) == 0
+    err = capsys.readouterr().err
+    assert f"failed (in no table): {old}: ValueError: bad" in err
+    assert (
+        f"duplicate: {tmp_path / 'copy' / 'a1' / 'summary.json'} (same run as {runs / 'a1' / 'summary.json'}"
+        in err
+    )

@@ -123,9 +123,3 @@ def duplicate_lines(runs: pd.DataFrame) -> list[str]:
         f"{p} (same run as {k}, counted once)"
         for p, k in zip(dups["path"], dups["duplicate_of"], strict=True)
     ]
-
-
-def orphan_failures(runs: pd.DataFrame) -> list[str]:
-    """Failures that name no config (older ``failed.json``): no table can show them."""
-    orphans = runs[(runs["status"] == "failed") & runs["config_key"].isna()]
-    return [f"{p}: {e}" for p, e in zip(orphans["path"], orphans["error"], strict=True)]

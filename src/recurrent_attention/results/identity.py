@@ -24,7 +24,13 @@ from hydra.errors import HydraException
 # Overrides already recorded as their own summary fields (compared there, not twice).
 IDENTITY_OVERRIDES = {"model", "task", "preset", "seed", "task.compat"}
 # Overrides that change how a run is shown or where files go, never its numbers.
-NON_RESULT_OVERRIDES = {"force", "logger", "trainer.enable_progress_bar", "trainer.enable_model_summary"}
+NON_RESULT_OVERRIDES = {
+    "force",
+    "logger",
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+    "trainer.log_every_n_steps",
+}
 NON_RESULT_PREFIXES = ("hydra.", "hydra/", "paths.")
 # Summary fields (besides the overrides) that tell configs apart.
 DESCRIPTION_FIELDS = ("task", "model", "preset", "compat")
