@@ -26,6 +26,9 @@ from recurrent_attention.results.identity import config_key, describe, run_key
 from recurrent_attention.results.summary import SUMMARY_NAME
 
 FAILED_NAME = "failed.json"
+# Columns every frame has, whatever its records hold (layouts select and group on them).
+COLUMNS = ("task", "family", "dataset", "model", "seed", "preset", "compat", "git_commit", "status", "path")
+COLUMNS += ("config_key", "run_key", "config", "error", "duplicate_of")
 
 
 class RunRecordError(ValueError):
@@ -111,9 +114,9 @@ def load_runs(roots: Iterable[str | Path]) -> pd.DataFrame:
     for root in roots:
         found = [*Path(root).rglob(SUMMARY_NAME), *Path(root).rglob(FAILED_NAME)]
         paths += sorted(found)
-    if not paths:
-        return pd.DataFrame(columns=["status", "path", "config_key", "run_key", "config", "error"])
-    return _fill_from_finished(_mark_repeats(pd.DataFrame([_row(p) for p in paths])))
+    frame = pd.DataFrame([_row(p) for p in paths])
+    frame = frame.reindex(columns=[*frame.columns, *(c for c in COLUMNS if c not in frame)])
+    return _fill_from_finished(_mark_repeats(frame)) if paths else frame
 
 
 def duplicate_lines(runs: pd.DataFrame) -> list[str]:
