@@ -6,7 +6,7 @@ DATASETS ?= ETTh1 ETTh2 ETTm1 exchange_rate
 RA_DATA_MIRROR ?= $(wildcard ../shared/data)
 export RA_DATA_MIRROR
 
-.PHONY: setup test lint data tables figures bench lm-cost
+.PHONY: setup test lint data tables results figures bench lm-cost
 
 setup:  ## create .venv and install the package with its test tools (torch 2.13.0 CPU build)
 	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q && .venv/bin/pip install -e ".[dev]"
@@ -20,8 +20,11 @@ lint:  ## ruff lint and format check
 data:  ## download and verify datasets into data/ (DATASETS="ETTh1 ptb ..." picks; RA_DATA_MIRROR reads a mirror)
 	$(PYTHON) scripts/download_data.py $(DATASETS)
 
-tables:  ## rebuild results/*.md and *.csv from every summary.json under $(RUNS)
-	$(PYTHON) scripts/make_tables.py --runs $(RUNS) --out results
+tables:  ## tables from every run record under $(RUNS) -> outputs/tables/ (git-ignored: nothing committed changes)
+	$(PYTHON) scripts/make_tables.py --runs $(RUNS) --out outputs/tables
+
+results:  ## rewrite the committed results/*.md, *.csv from results/runs/ (refused unless each table's runs are one clean commit)
+	$(PYTHON) scripts/make_tables.py --runs results/runs --out results
 
 figures:  ## plots of the efficiency benchmark results
 	$(PYTHON) scripts/bench.py --plot-only --out results/bench

@@ -1,40 +1,128 @@
-"""Gather every ``summary.json`` under some folders into one flat table (one row per run)."""
+"""Gather every run record (``summary.json``, ``failed.json``) under some folders into one frame.
+
+One row per record found, with a ``status`` that says how tables must treat it:
+
+- ``ok``: a finished run whose test metrics are all finite numbers;
+- ``failed``: a ``failed.json``, or a summary with a NaN/inf (or non-numeric) metric, which is an
+  error, never a number in a table; ``error`` says what went wrong;
+- ``duplicate``: the same run (same ``run_key``) found again, e.g. in ``outputs/`` and in
+  ``results/runs/``, or typed with another spelling; it counts once, in the first place found;
+- ``superseded``: a failure of a run that also finished (a later attempt succeeded).
+
+``config_key`` groups seeds of one config and ``config`` (JSON) describes it (see ``identity``).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from recurrent_attention.results.identity import config_key, describe, run_key
 from recurrent_attention.results.summary import SUMMARY_NAME
 
+FAILED_NAME = "failed.json"
+# Columns every frame has, whatever its records hold (layouts select and group on them).
+COLUMNS = ("task", "family", "dataset", "model", "seed", "preset", "compat", "git_commit", "status", "path")
+COLUMNS += ("config_key", "run_key", "config", "error", "duplicate_of")
 
-def _flatten(record: dict) -> dict:
+
+class RunRecordError(ValueError):
+    """A run record that cannot be read; the message names the file and the fix."""
+
+
+def _flatten(record: Mapping[str, Any]) -> dict[str, Any]:
     row = {k: v for k, v in record.items() if not isinstance(v, (dict, list))}
     row.update({f"setting.{k}": v for k, v in (record.get("setting") or {}).items()})
     row.update({f"metric.{k}": v for k, v in (record.get("metrics") or {}).items()})
     return row
 
 
-def load_summaries(roots: Iterable[str | Path]) -> pd.DataFrame:
-    """All summaries below ``roots``; a summary found twice (same run folder name) counts once."""
-    rows, seen = [], set()
+def non_finite_metrics(metrics: Mapping[str, Any]) -> list[str]:
+    """``name=value`` for each metric that is not a finite number."""
+    bad = []
+    for name, value in metrics.items():
+        finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not finite:
+            bad.append(f"{name}={value}")
+    return bad
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise RunRecordError(f"{path}: unreadable run record ({err}); delete it or re-run that job") from err
+    if not isinstance(record, dict):
+        raise RunRecordError(f"{path}: a run record must be a JSON object; delete it or re-run that job")
+    return record
+
+
+def _row(path: Path) -> dict[str, Any]:
+    record = _read(path)
+    if path.name == FAILED_NAME:
+        error = str(record.get("error") or "failed (no error recorded)")
+        row = {**_flatten({k: v for k, v in record.items() if k != "traceback"}), "status": "failed"}
+    else:
+        bad = non_finite_metrics(record.get("metrics") or {})
+        error = f"non-finite test metric: {', '.join(bad)}" if bad else None
+        row = _flatten({**record, "metrics": {} if bad else record.get("metrics")})
+        row["status"] = "failed" if bad else "ok"
+    row.update(
+        error=error,
+        path=str(path),
+        config_key=config_key(record),
+        run_key=run_key(record, str(path)),
+        config=json.dumps(describe(record), sort_keys=True),
+    )
+    return row
+
+
+def _mark_repeats(frame: pd.DataFrame) -> pd.DataFrame:
+    """Keep the first finished record of each run; later ones are duplicates, failures superseded."""
+    frame["duplicate_of"] = None
+    for _, same in frame.groupby("run_key", sort=False):
+        finished = same.index[same["status"] == "ok"]
+        failed = same.index[same["status"] == "failed"]
+        kept, repeats = (finished[0], finished[1:]) if len(finished) else (failed[0], failed[1:])
+        if len(finished):
+            frame.loc[failed, "status"] = "superseded"
+        frame.loc[repeats, "status"] = "duplicate"
+        frame.loc[repeats, "duplicate_of"] = frame.at[kept, "path"]
+    return frame
+
+
+def _fill_from_finished(frame: pd.DataFrame) -> pd.DataFrame:
+    """A ``failed.json`` records less than a summary: take its config's setting and description from a
+    finished seed of the same config, so the failure lands in that config's row."""
+    finished = frame[frame["status"] == "ok"].drop_duplicates("config_key").set_index("config_key")
+    from_failed = frame["path"].str.endswith(FAILED_NAME) & frame["config_key"].isin(finished.index)
+    for column in [c for c in frame if c.startswith("setting.")] + ["config"]:
+        known = frame.loc[from_failed, "config_key"].map(finished[column])
+        keep = frame.loc[from_failed, column].notna() & (column != "config")
+        frame.loc[from_failed, column] = frame.loc[from_failed, column].where(keep, known)
+    return frame
+
+
+def load_runs(roots: Iterable[str | Path]) -> pd.DataFrame:
+    """Every run record below ``roots`` (searched in order; the first copy of a run is the one kept)."""
+    paths = []
     for root in roots:
-        for path in sorted(Path(root).rglob(SUMMARY_NAME)):
-            record = json.loads(path.read_text())
-            key = (
-                record.get("task"),
-                record.get("model"),
-                record.get("preset"),
-                record.get("seed"),
-                json.dumps(record.get("setting"), sort_keys=True),
-                record.get("compat"),
-                tuple(record.get("overrides") or []),
-            )
-            if key in seen:
-                continue
-            seen.add(key)
-            rows.append({**_flatten(record), "path": str(path)})
-    return pd.DataFrame(rows)
+        found = [*Path(root).rglob(SUMMARY_NAME), *Path(root).rglob(FAILED_NAME)]
+        paths += sorted(found)
+    frame = pd.DataFrame([_row(p) for p in paths])
+    frame = frame.reindex(columns=[*frame.columns, *(c for c in COLUMNS if c not in frame)])
+    return _fill_from_finished(_mark_repeats(frame)) if paths else frame
+
+
+def duplicate_lines(runs: pd.DataFrame) -> list[str]:
+    """One line per duplicate record: which file was skipped for which."""
+    dups = runs[runs["status"] == "duplicate"]
+    return [
+        f"{p} (same run as {k}, counted once)"
+        for p, k in zip(dups["path"], dups["duplicate_of"], strict=True)
+    ]

@@ -1,19 +1,23 @@
 """Mean ± std over seeds beside the paper's numbers, written as markdown and CSV.
 
-A family's layout (in ``layouts/``) says which summary columns identify a table row, which metrics
-to show and how to match the paper's reference CSV; :func:`compare` does the rest.
+A family's layout (in ``layouts/``) says which summary columns it shows, which metrics and how to
+match the paper's reference CSV; rows are configs (``grouping.config_rows``) and :func:`compare`
+formats them: ``n`` runs per row, the value alone when n = 1, failed and missing seeds marked.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from recurrent_attention.results.grouping import COUNTED, config_rows, seed_ranges, table_seeds
+from recurrent_attention.results.identity import DESCRIPTION_FIELDS, show
 from recurrent_attention.results.summary import atomic_write_text
 
 # The papers' numbers as CSV (the steering checkout's shared/reference beside this repository);
@@ -31,6 +35,7 @@ class Table:
     title: str
     frame: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    runs: pd.DataFrame | None = None  # the run records it was built from, for provenance checks
 
     def to_markdown(self) -> str:
         header = "| " + " | ".join(map(str, self.frame.columns)) + " |"
@@ -54,36 +59,66 @@ class Table:
         return [md, csv]
 
 
-def mean_std(values: Sequence[float]) -> tuple[float, float, int]:
-    """Mean, sample standard deviation (ddof=1; 0 for one run) and count."""
-    arr = np.asarray(values, dtype=float)
-    std = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
-    return float(arr.mean()), std, len(arr)
-
-
 def _tidy(value: object) -> object:
     """Integral floats (pandas turns integer columns with gaps into floats) print as integers."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def format_pm(mean: float, std: float, digits: int) -> str:
+def format_pm(mean: float, std: float | None, digits: int) -> str:
+    """``mean ± std``, or the mean alone where there is no spread to report (one run, or none given)."""
+    if std is None or pd.isna(std):
+        return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def aggregate(runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per ``keys`` + model: mean, std and seed count of each metric."""
-    rows = []
-    for group, frame in runs.groupby([*keys, "model"], dropna=False, sort=True):
-        row = dict(zip([*keys, "model"], group, strict=True))
-        for metric in metrics:
-            col = f"metric.{metric}"
-            values = frame[col].dropna() if col in frame else []
-            if len(values):
-                row[f"{metric}_mean"], row[f"{metric}_std"], row[f"{metric}_n"] = mean_std(values)
-        row["seeds"] = frame["seed"].nunique()
-        row["wall_time_s"] = float(frame["wall_time_s"].mean()) if "wall_time_s" in frame else np.nan
-        rows.append(row)
-    return pd.DataFrame(rows)
+def _ours(row: dict, metric: str, digits: int) -> str:
+    if pd.isna(row.get(f"{metric}_mean", np.nan)):
+        return ""
+    text = format_pm(row[f"{metric}_mean"], row[f"{metric}_std"], digits)
+    count = int(row[f"{metric}_n"])
+    return text if count == row["n"] else f"{text} (n={count})"
+
+
+def _row_name(row: dict, keys: Sequence[str]) -> str:
+    words = [str(_tidy(row[k])) for k in [*keys, "model"] if not pd.isna(row[k])]
+    return " ".join(words + ([f"[{row['label']}]"] if row["label"] else []))
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = str(text).strip().splitlines()[0] if str(text).strip() else "no error recorded"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def run_notes(runs: pd.DataFrame, stats: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    """What the numbers rest on: seeds per row, failed runs with their errors, duplicates skipped."""
+    notes = ["n = finished runs averaged in the row; with n = 1 the value stands alone (no spread)."]
+    seed_sets = {tuple(s) for s in stats["seeds"]} if len(stats) else set()
+    clean = len(stats) and not any(
+        len(f) or len(m) for f, m in zip(stats["failed"], stats["missing"], strict=True)
+    )
+    if len(seed_sets) == 1 and clean:
+        (seeds,) = seed_sets
+        notes.append(f"{'seed' if len(seeds) == 1 else 'seeds'} {seed_ranges(seeds)} in every row.")
+    elif len(stats):
+        notes.append("seeds differ between rows (seeds column); failed and missing seeds are marked.")
+    shown = {
+        key: _row_name(row, keys)
+        for key, row in zip(stats.get("config_key", []), stats.to_dict("records"), strict=True)
+    }
+    failed = runs[runs["status"] == "failed"]
+    for (config_key, error), part in failed.groupby(
+        [failed["config_key"], failed["error"].map(_first_line)], sort=True
+    ):
+        first = part.iloc[0]
+        name = (
+            shown.get(config_key)
+            or f"{first.get('task')} {first.get('model')} ({config_key[:8]}, no finished seed)"
+        )
+        notes.append(f"failed: {name}, seed {seed_ranges(part['seed'].dropna())}: {error}")
+    n_duplicates = int((runs["status"] == "duplicate").sum())
+    if n_duplicates:
+        notes.append(f"{n_duplicates} run record(s) found twice (the same run) were counted once.")
+    return notes
 
 
 def compare(
@@ -91,33 +126,83 @@ def compare(
     keys: Sequence[str],
     metrics: Sequence[str],
     reference: pd.DataFrame | None,
-    reference_lookup,
+    reference_lookup: Callable[[dict, str], tuple[float, float | None] | None],
     digits: int = 3,
-) -> pd.DataFrame:
-    """Our mean ± std per metric beside the paper's, one row per keys + model."""
-    stats = aggregate(runs, keys, metrics)
+    means: Sequence[str] = (),
+) -> tuple[pd.DataFrame, list[str]]:
+    """Our numbers per metric beside the paper's, one row per config; and the notes that go with them.
+
+    Columns: ``keys``, model, ``config`` (only where two configs share keys + model), for each metric
+    ours and the paper's, ``n``, ``seeds``, ``failed seeds`` / ``missing seeds`` (only where some
+    row has them), wall time per run and the mean of each column in ``means`` (one decimal).
+    """
+    stats = config_rows(runs, keys, metrics, means)
     out = []
     for row in stats.to_dict("records"):
         line = {k: _tidy(row[k]) for k in [*keys, "model"]}
+        line["config"] = row["label"]
         for metric in metrics:
-            if f"{metric}_mean" in row and not pd.isna(row[f"{metric}_mean"]):
-                line[f"{metric} (ours)"] = format_pm(row[f"{metric}_mean"], row[f"{metric}_std"], digits)
-            else:
-                line[f"{metric} (ours)"] = ""
+            line[f"{metric} (ours)"] = _ours(row, metric, digits)
             paper = reference_lookup(row, metric) if reference is not None else None
             line[f"{metric} (paper)"] = format_pm(*paper, 2) if paper is not None else ""
-        line["seeds"] = row["seeds"]
+        line["n"] = row["n"]
+        line["seeds"] = seed_ranges(row["seeds"])
+        line["failed seeds"] = seed_ranges(row["failed"])
+        line["missing seeds"] = seed_ranges(row["missing"])
         line["wall s/run"] = f"{row['wall_time_s']:.0f}"
+        line.update({m: round(row[m], 1) for m in means if m in row})
         out.append(line)
-    return pd.DataFrame(out)
+    columns = [
+        *keys,
+        "model",
+        "config",
+        *(f"{m} ({who})" for m in metrics for who in ("ours", "paper")),
+        "n",
+        "seeds",
+        "failed seeds",
+        "missing seeds",
+        "wall s/run",
+        *means,
+    ]
+    frame = pd.DataFrame(out, columns=columns)
+    optional = [c for c in ("config", "failed seeds", "missing seeds") if not frame[c].any()]
+    return frame.drop(columns=optional), run_notes(runs, stats, keys)
+
+
+def seed_arg(runs: pd.DataFrame) -> str:
+    """The seeds a table's runs used, as the ``seed=`` of the command that reproduces them."""
+    return ",".join(map(str, table_seeds(runs)))
+
+
+def override_notes(runs: pd.DataFrame, by: str, hide: Sequence[str] = ()) -> list[str]:
+    """Per value of ``by`` (e.g. dataset): the overrides its runs were started with, ``hide`` left out.
+
+    Overrides that only name the model, task, preset, seed or protocol are never listed (the table
+    shows those); see ``identity.normalise_overrides``.
+    """
+    counted = runs[runs["status"].isin(COUNTED) & runs["config"].notna()]
+    notes = []
+    for value, part in counted.groupby(by, sort=True):
+        words = set()
+        for config in part["config"]:
+            described = json.loads(config)
+            words |= {f"{k}={show(v)}" for k, v in described.items() if _is_override(k) and k not in hide}
+        if words:
+            notes.append(f"{value} overrides: {' '.join(sorted(words))}")
+    return notes
+
+
+def _is_override(name: str) -> bool:
+    return name not in DESCRIPTION_FIELDS and not name.startswith("setting.")
 
 
 def provenance(runs: pd.DataFrame) -> list[str]:
     """Notes naming the presets, devices and commits that produced a table."""
+    counted = runs[runs["status"].isin(COUNTED)]
     notes = []
     for col, label in (("preset", "preset"), ("device", "hardware"), ("git_commit", "commit")):
-        if col in runs:
-            values = sorted({str(v) for v in runs[col].dropna()})
+        if col in counted:
+            values = sorted({str(v) for v in counted[col].dropna()})
             notes.append(f"{label}: {', '.join(values)}")
     return notes
 

@@ -6,49 +6,42 @@ from pathlib import Path
 
 import pandas as pd
 
+from recurrent_attention.results.collect import load_runs
 from recurrent_attention.results.layouts.ef import build
+from tests.helpers.run_records import summary
+
+MIMIC = {
+    "task": "ef/mimic",
+    "family": "ef",
+    "dataset": "thp_mimic",
+    "setting": {"format": "thp"},
+    "preset": "paper",
+    "epochs": 30,
+}
 
 
-def test_table_matches_paper_rows(tmp_path: Path) -> None:
+def test_table_matches_paper_rows_and_states_the_seeds_run(tmp_path: Path) -> None:
     pd.DataFrame(
         [
             {"dataset": "MIMIC", "metric": "NLL", "model": "Aaren", "mean": 1.21, "std": 0.06, "bold": True},
             {"dataset": "MIMIC", "metric": "Acc", "model": "Aaren", "mean": 84.53, "std": 0.66, "bold": True},
         ]
     ).to_csv(tmp_path / "aaren_ef.csv", index=False)
-    runs = pd.DataFrame(
-        [
-            {
-                "family": "ef",
-                "dataset": "thp_mimic",
-                "setting.format": "thp",
-                "model": "aaren",
-                "seed": s,
-                "preset": "paper",
-                "compat": "default",
-                "metric.nll": nll,
-                "metric.rmse": 0.8,
-                "metric.acc": acc,
-                "wall_time_s": 10.0,
-                "epochs": 30,
-            }
-            for s, nll, acc in [(1, 1.0, 80.0), (2, 2.0, 90.0)]
-        ]
-        + [
-            {
-                "family": "tsf",
-                "dataset": "ETTh1",
-                "model": "aaren",
-                "seed": 1,
-                "preset": "paper",
-                "compat": "default",
-            }
-        ]
-    )
-    (table,) = build(runs, tmp_path)
-    row = table.frame.iloc[0]
+    runs = tmp_path / "runs"
+    for seed, nll, acc in [(1, 1.0, 80.0), (2, 2.0, 90.0)]:
+        metrics = {"nll": nll, "rmse": 0.8, "acc": acc}
+        summary(runs / f"mimic{seed}", seed, metrics, extra=["task.max_epochs=30"], **MIMIC)
+    summary(runs / "tsf", 1, {"mse": 0.5, "mae": 0.5}, preset="paper")
+
+    (table,) = build(load_runs([runs]), tmp_path)
+    (row,) = table.frame.to_dict("records")
     assert row["paper dataset"] == "MIMIC" and row["data"] == "thp_mimic" and row["format"] == "thp"
     assert row["nll (ours)"] == "1.500 ± 0.707" and row["nll (paper)"] == "1.21 ± 0.06"
     assert row["acc % (ours)"] == "85.000 ± 7.071" and row["acc % (paper)"] == "84.53 ± 0.66"
-    assert row["rmse (paper)"] == "" and row["seeds"] == 2 and row["epochs"] == 30
+    assert row["rmse (paper)"] == "" and row["epochs"] == 30
     assert any("THP pickles" in note for note in table.notes)
+    # the footer names the seeds these rows have (two), not the paper's five
+    (command,) = [n for n in table.notes if n.startswith("command:")]
+    assert "seed=1,2 " in command and "seeds 1, 2 in every row." in table.notes
+    assert row["n"] == 2 and row["seeds"] == "1, 2"
+    assert "thp_mimic overrides: task.max_epochs=30" in table.notes

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+from recurrent_attention.results.tables import (
+    Table,
+    compare,
+    load_reference,
+    override_notes,
+    provenance,
+    seed_arg,
+)
 
 # Registry sources -> the paper's column labels. Several of our sources stand for one paper dataset
 # (its Meta TPP file, or another release of the same data); the "data" column says which.
@@ -59,9 +66,7 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
     keys = ["dataset", "setting.format"] if "setting.format" in runs else ["dataset"]
     tables = []
     for (preset, compat), part in runs.groupby(["preset", "compat"], dropna=False):
-        frame = compare(part, keys, ["nll", "rmse", "acc"], reference, lookup)
-        epochs = part.groupby([*keys, "model"], dropna=False)["epochs"].mean().round(1).rename("epochs")
-        frame = frame.merge(epochs.reset_index(), on=[*keys, "model"], how="left")
+        frame, run_notes = compare(part, keys, ["nll", "rmse", "acc"], reference, lookup, means=["epochs"])
         frame.insert(0, "paper dataset", frame["dataset"].map(lambda d: PAPER_NAMES.get(d, d)))
         frame = frame.rename(columns={"dataset": "data", "setting.format": "format"})
         frame = frame.rename(columns=lambda c: c.replace("acc (", "acc % ("))
@@ -70,10 +75,12 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
             f"protocol {compat}: {COMPAT_NOTES.get(compat, compat)}",
             "paper: Aaren Table 2 (Meta TPP's code, 5 seeds, GPUs, up to 2000 epochs with patience 500).",
             *(DATA_NOTES[d] for d in sorted(set(part["dataset"])) if d in DATA_NOTES),
+            *run_notes,
             *provenance(part),
-            "command: python train.py -m model=transformer,aaren task=ef/<dataset> seed=1,2,3,4,5 "
+            *override_notes(part, by="dataset"),
+            f"command: python train.py -m model=transformer,aaren task=ef/<dataset> seed={seed_arg(part)} "
             f"preset={preset} task.compat={compat} (epoch caps for the CPU runs: docs/ef.md)",
         ]
         title = f"Event forecasting ({preset} preset, {compat} protocol)"
-        tables.append(Table(f"aaren_ef_{preset}_{compat}", title, frame, notes))
+        tables.append(Table(f"aaren_ef_{preset}_{compat}", title, frame, notes, part))
     return tables

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+from recurrent_attention.results.tables import Table, compare, load_reference, override_notes, provenance
 
 # Our source names -> the paper's dataset labels.
 PAPER_DATASETS = {"ptb": "Word PTB", "wikitext103": "WikiText-103"}
@@ -36,10 +36,10 @@ def _memory(model: str, seg_len: int) -> str:
 
 def _paper_lookup(
     reference: pd.DataFrame | None, dataset: str
-) -> Callable[[dict, str], tuple[float, float] | None]:
-    """(row, metric) -> (paper perplexity, 0) for one dataset, or None where the paper has no such row."""
+) -> Callable[[dict, str], tuple[float, None] | None]:
+    """(row, metric) -> (paper perplexity, None: one run, no std); None where the paper has no such row."""
 
-    def lookup(row: dict, metric: str) -> tuple[float, float] | None:
+    def lookup(row: dict, metric: str) -> tuple[float, None] | None:
         model, rnn = PAPER_MODELS.get(row["model"], (row["model"], None))
         hit = reference[
             (reference["dataset"] == dataset)
@@ -48,7 +48,7 @@ def _paper_lookup(
             & (reference["model"] == model)
             & ((reference["rnn"] == rnn) if rnn else reference["rnn"].isna())
         ]
-        return (float(hit["ppl"].iloc[0]), 0.0) if len(hit) else None
+        return (float(hit["ppl"].iloc[0]), None) if len(hit) else None
 
     return lookup
 
@@ -60,13 +60,15 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
     reference = load_reference("crt_lm.csv", reference_dir)
 
     tables = []
-    for (dataset, layers, preset), part in runs.groupby(
-        ["dataset", "setting.n_layers", "preset"], dropna=False
-    ):
+    # A failure with no finished seed records no depth: it is in no table (make_tables lists it).
+    for (dataset, layers, preset), part in runs.groupby(["dataset", "setting.n_layers", "preset"]):
         lookup = _paper_lookup(reference, PAPER_DATASETS.get(dataset, dataset))
-        frame = compare(part, ["setting.n_layers", "setting.seg_len"], ["ppl"], reference, lookup, digits=2)
+        frame, run_notes = compare(
+            part, ["setting.n_layers", "setting.seg_len"], ["ppl"], reference, lookup, digits=2
+        )
         frame["order"] = frame["model"].map({m: i for i, m in enumerate(MODEL_ORDER)})
-        frame = frame.sort_values(["setting.seg_len", "order"], ascending=[False, True]).drop(columns="order")
+        frame = frame.sort_values(["setting.seg_len", "order"], ascending=[False, True], kind="stable")
+        frame = frame.drop(columns="order")
         frame.insert(
             2,
             "memory / seg",
@@ -84,10 +86,13 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
                     "with the state carried (Transformer: none); mean ± sample std over seeds.",
                     f"paper: CRT Tables {PAPER_TABLES.get((dataset, int(layers)), '2–5, 9–12')} "
                     "(crt = CRT with NCGRU, crt_gru = CRT with GRU; one run each, no std).",
+                    *run_notes,
                     *provenance(part),
+                    *override_notes(part, by="dataset", hide=("model.n_layers", "task.seg_len")),
                     "sizes and schedule: docs/lm.md; "
                     "command: python train.py -m experiment=crt/<dataset>_<L>layer[_cpu]",
                 ],
+                part,
             )
         )
     return tables

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+from recurrent_attention.results.tables import (
+    Table,
+    compare,
+    load_reference,
+    override_notes,
+    provenance,
+    seed_arg,
+)
 
 # Our dataset names (registry sources) -> the paper's row labels where they differ.
 PAPER_NAMES = {"SpokenArabicDigits": "ArabicDigits", "UWaveGestureLibrary": "UWaveGesture"}
@@ -17,25 +24,6 @@ PROTOCOL_NOTES = {
     "reference": "TSLib: trained on all of TRAIN, each split normalised with its own statistics, "
     "the epoch with the best TEST accuracy is reported.",
 }
-
-
-def override_notes(runs: pd.DataFrame) -> list[str]:
-    """The command-line overrides behind each dataset's runs, read from their run folder names.
-
-    ``train.py`` names a run folder after the overrides that change the result (``task.compat`` is
-    already in the table title), so the note shows e.g. a shortened ``task.max_epochs``.
-    """
-    if "path" not in runs:
-        return []
-    notes = []
-    for dataset, part in runs.groupby("dataset"):
-        folders = {Path(p).parent.name for p in part["path"]}
-        extra = sorted(
-            {o for f in folders for o in f.split(",") if "=" in o and not o.startswith("task.compat=")}
-        )
-        if extra:
-            notes.append(f"{dataset} overrides: {' '.join(extra)}")
-    return notes
 
 
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
@@ -56,7 +44,7 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
     keys = ["dataset", "setting.head"] if "setting.head" in runs else ["dataset"]
     tables = []
     for (preset, compat), part in runs.groupby(["preset", "compat"], dropna=False):
-        frame = compare(part, keys, ["acc"], reference, lookup, digits=2)
+        frame, run_notes = compare(part, keys, ["acc"], reference, lookup, digits=2)
         frame = frame.rename(
             columns={"setting.head": "head", "acc (ours)": "acc % (ours)", "acc (paper)": "acc % (paper)"}
         )
@@ -64,11 +52,12 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
             "Test accuracy in %; mean ± sample std over seeds.",
             f"protocol {compat}: {PROTOCOL_NOTES.get(compat, compat)}",
             "paper: Aaren Table 4 (TSLib settings, flatten head, 5 seeds).",
+            *run_notes,
             *provenance(part),
-            *override_notes(part),
-            "command: python train.py -m model=transformer,aaren task=tsc/<dataset> seed=1,2,3,4,5 "
+            *override_notes(part, by="dataset"),
+            f"command: python train.py -m model=transformer,aaren task=tsc/<dataset> seed={seed_arg(part)} "
             f"preset={preset} task.compat={compat}",
         ]
         title = f"Time-series classification ({preset} preset, {compat} protocol)"
-        tables.append(Table(f"aaren_tsc_{preset}_{compat}", title, frame, notes))
+        tables.append(Table(f"aaren_tsc_{preset}_{compat}", title, frame, notes, part))
     return tables

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+from recurrent_attention.results.tables import Table, compare, load_reference, provenance, seed_arg
 
 # Our dataset names (registry sources) -> the paper's row labels.
 PAPER_NAMES = {
@@ -39,14 +39,15 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
 
     tables = []
     for (preset, compat), part in runs.groupby(["preset", "compat"], dropna=False):
-        frame = compare(part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup)
+        frame, run_notes = compare(part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup)
         frame = frame.rename(columns={"setting.horizon": "horizon"})
         notes = [
             "MSE/MAE on the standardised scale over every test window (input 96); "
             "mean ± sample std over seeds.",
             "paper: Aaren Table 5 (TSLib settings, 5 seeds).",
+            *run_notes,
             *provenance(part),
-            "command: python train.py -m model=transformer,aaren task=tsf/<dataset> seed=1,2,3 "
+            f"command: python train.py -m model=transformer,aaren task=tsf/<dataset> seed={seed_arg(part)} "
             f"preset={preset} task.compat={compat}",
         ]
         tables.append(
@@ -55,6 +56,7 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
                 f"Time-series forecasting ({preset} preset, {compat} protocol)",
                 frame,
                 notes,
+                part,
             )
         )
     return tables

@@ -1,0 +1,111 @@
+"""`make tables` leaves the checkout alone; committed tables come only from runs of one clean commit."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.run_records import summary
+
+ROOT = Path(__file__).resolve().parents[2]
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
+
+
+def _make_tables():
+    spec = importlib.util.spec_from_file_location("make_tables", ROOT / "scripts" / "make_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def _recipe(target: str) -> str:
+    """The command line of a Makefile target (the tab-indented line under it)."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    return lines[start + 1].strip()
+
+
+def _out(recipe: str) -> str:
+    words = recipe.split()
+    return words[words.index("--out") + 1]
+
+
+@needs_git
+def test_make_tables_writes_where_git_ignores_and_make_results_is_the_committed_path() -> None:
+    """The bug: `make tables` rewrote the committed results/, so every later run was stamped -dirty."""
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=ROOT, capture_output=True)
+    if inside.returncode != 0:
+        pytest.skip("not a git checkout")
+    out = _out(_recipe("tables"))
+    ignored = subprocess.run(["git", "check-ignore", "-q", f"{out}/aaren_tsf_cpu_default.md"], cwd=ROOT)
+    assert ignored.returncode == 0, f"make tables writes to {out}, which git tracks"
+    assert _out(_recipe("results")) == "results"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git checkout that ignores outputs/, like this repository."""
+    root = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".gitignore").write_text("/outputs/\n")
+    return root
+
+
+def _args(runs: Path, out: Path, *extra: str) -> list[str]:
+    reference = runs.parent / "no_reference"
+    reference.mkdir(exist_ok=True)
+    return ["--runs", str(runs), "--out", str(out), "--reference", str(reference), *extra]
+
+
+@needs_git
+def test_committed_tables_refuse_dirty_and_mixed_commits(tmp_path: Path, repo: Path, capsys) -> None:
+    runs = tmp_path / "runs"
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5}, git_commit="c1-dirty")
+    summary(runs / "a2", 2, {"mse": 0.6, "mae": 0.5}, git_commit="c1")
+    main = _make_tables()
+
+    assert main(_args(runs, repo / "results")) == 1
+    assert not (repo / "results").exists()
+    err = capsys.readouterr().err
+    assert str(runs / "a1" / "summary.json") in err and "c1-dirty (uncommitted changes)" in err
+    assert "runs from 2 commits" in err
+
+    assert main(_args(runs, repo / "outputs" / "tables")) == 0  # a git-ignored folder takes anything
+    assert (repo / "outputs" / "tables" / "aaren_tsf_cpu_default.md").is_file()
+
+    assert main(_args(runs, repo / "results", "--allow-unclean")) == 0
+    assert (
+        "WARNING: not built from runs of one clean commit"
+        in (repo / "results" / "aaren_tsf_cpu_default.md").read_text()
+    )
+
+
+@needs_git
+def test_committed_tables_from_one_clean_commit_are_written(tmp_path: Path, repo: Path) -> None:
+    runs = tmp_path / "runs"
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5}, git_commit="c1")
+    summary(runs / "a2", 2, {"mse": 0.6, "mae": 0.5}, git_commit="c1")
+    assert _make_tables()(_args(runs, repo / "results")) == 0
+    text = (repo / "results" / "aaren_tsf_cpu_default.md").read_text()
+    assert "WARNING" not in text and "commit: c1" in text
+
+
+def test_failures_no_table_can_show_are_still_reported(tmp_path: Path, capsys) -> None:
+    runs = tmp_path / "runs"
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5})
+    summary(tmp_path / "copy" / "a1", 1, {"mse": 0.4, "mae": 0.5})
+    old = runs / "old" / "failed.json"  # written before failures recorded which run they were
+    old.parent.mkdir()
+    old.write_text('{"error": "ValueError: bad", "traceback": "..."}')
+    args = _args(runs, tmp_path / "out")
+    assert _make_tables()([*args[:2], str(tmp_path / "copy"), *args[2:]]) == 0
+    err = capsys.readouterr().err
+    assert f"failed (in no table): {old}: ValueError: bad" in err
+    assert (
+        f"duplicate: {tmp_path / 'copy' / 'a1' / 'summary.json'} (same run as {runs / 'a1' / 'summary.json'}"
+        in err
+    )
