@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.config_checks import ConfigError, check_config
 from recurrent_attention.data import DataError
+from recurrent_attention.results.collect import FAILED_NAME
 from recurrent_attention.results.summary import (
     SUMMARY_NAME,
     atomic_write_text,
@@ -46,7 +47,6 @@ from recurrent_attention.runs.sweep import note_failed_job
 
 register_resolvers()
 
-FAILED_NAME = "failed.json"
 EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_FOLDER_BUSY = 3

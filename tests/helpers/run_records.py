@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from recurrent_attention.results.summary import atomic_write_text, write_summary
+from recurrent_attention.results.summary import SUMMARY_NAME, atomic_write_text
 
 TSF_RUN = {
     "task": "tsf/etth1",
@@ -24,7 +24,11 @@ TSF_RUN = {
 
 
 def summary(folder: Path, seed: int, metrics: dict[str, float], extra: list[str] = (), **fields: Any) -> Path:
-    """A finished run in ``folder``: TSF ETTh1 defaults, ``fields`` replaced, ``extra`` overrides typed."""
+    """A finished run in ``folder``: TSF ETTh1 defaults, ``fields`` replaced, ``extra`` overrides typed.
+
+    Written as plain (lenient) JSON, so a NaN metric can stand for a summary from an older version
+    or another tool; ``train.py`` itself refuses to write one.
+    """
     record = {**TSF_RUN, **fields, "seed": seed, "metrics": metrics}
     record.setdefault(
         "overrides",
@@ -36,7 +40,9 @@ def summary(folder: Path, seed: int, metrics: dict[str, float], extra: list[str]
             *extra,
         ],
     )
-    return write_summary(folder, record)
+    path = folder / SUMMARY_NAME
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    return path
 
 
 def failure(folder: Path, seed: int, error: str, **fields: Any) -> Path:

@@ -21,17 +21,10 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
+from recurrent_attention.runs.identity import IGNORED_KEYS
+
 # Overrides already recorded as their own summary fields (compared there, not twice).
 IDENTITY_OVERRIDES = {"model", "task", "preset", "seed", "task.compat"}
-# Overrides that change how a run is shown or where files go, never its numbers.
-NON_RESULT_OVERRIDES = {
-    "force",
-    "logger",
-    "trainer.enable_progress_bar",
-    "trainer.enable_model_summary",
-    "trainer.log_every_n_steps",
-}
-NON_RESULT_PREFIXES = ("hydra.", "hydra/", "paths.")
 # Summary fields (besides the overrides) that tell configs apart.
 DESCRIPTION_FIELDS = ("task", "model", "preset", "compat")
 
@@ -50,11 +43,9 @@ def canonical(value: Any) -> Any:
 
 
 def _result_override(key: str) -> bool:
-    return (
-        key not in IDENTITY_OVERRIDES
-        and key not in NON_RESULT_OVERRIDES
-        and not key.startswith(NON_RESULT_PREFIXES)
-    )
+    """Not a naming field, and not one of the keys a run's hash ignores (``runs.identity``)."""
+    ignored = any(key == k or key.startswith((f"{k}.", f"{k}/")) for k in IGNORED_KEYS)
+    return key not in IDENTITY_OVERRIDES and not ignored
 
 
 def normalise_overrides(overrides: Iterable[str]) -> dict[str, Any]:
