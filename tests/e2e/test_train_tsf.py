@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, read_summaries, run_train
@@ -123,3 +124,10 @@ def test_killed_run_resumes_from_last_checkpoint(ett_csv: Path, tmp_path: Path) 
     run_train(common, tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["resumed"] is True and summary["epochs"] == 3
+
+
+def test_metrics_csv_logs_the_tslib_learning_rate_of_every_epoch(ett_csv: Path, tmp_path: Path) -> None:
+    run_train(["model=aaren", f"task.datamodule.path={ett_csv}", *SMOKE, "task.max_epochs=4"], tmp_path)
+    (metrics,) = tmp_path.rglob("metrics.csv")
+    rates = pd.read_csv(metrics)["train/lr"].dropna().tolist()
+    assert rates == pytest.approx([1e-4, 1e-4, 5e-5, 2.5e-5], rel=1e-6)  # logged as float32
