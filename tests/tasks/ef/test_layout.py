@@ -27,6 +27,7 @@ def test_table_matches_paper_rows(tmp_path: Path) -> None:
                 "preset": "paper",
                 "compat": "default",
                 "metric.nll": nll,
+                "metric.nll_meta_tpp": nll + 0.5,
                 "metric.rmse": 0.8,
                 "metric.acc": acc,
                 "wall_time_s": 10.0,
@@ -48,7 +49,9 @@ def test_table_matches_paper_rows(tmp_path: Path) -> None:
     (table,) = build(runs, tmp_path)
     row = table.frame.iloc[0]
     assert row["paper dataset"] == "MIMIC" and row["data"] == "thp_mimic" and row["format"] == "thp"
-    assert row["nll (ours)"] == "1.500 ± 0.707" and row["nll (paper)"] == "1.21 ± 0.06"
+    # The paper's NLL is Meta TPP's: it sits beside our Meta TPP NLL, not beside our per-event NLL.
+    assert row["nll per predicted event (ours)"] == "1.500 ± 0.707" and "nll (paper)" not in row
+    assert row["nll Meta TPP (ours)"] == "2.000 ± 0.707" and row["nll Meta TPP (paper)"] == "1.21 ± 0.06"
     assert row["acc % (ours)"] == "85.000 ± 7.071" and row["acc % (paper)"] == "84.53 ± 0.66"
     assert row["rmse (paper)"] == "" and row["seeds"] == 2 and row["epochs"] == 30
     assert any("THP pickles" in note for note in table.notes)
