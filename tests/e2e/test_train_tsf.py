@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from recurrent_attention.runs.identity import run_ids_of_folder
@@ -103,3 +104,10 @@ def test_checksum_mismatch_is_one_clear_line(tmp_path: Path) -> None:
         "sha256 mismatch" in line
         and "f18de3ad269cef59bb07b5438d79bb3042d3be49bdeecf01c1cd6d29695ee066" in line
     )
+
+
+def test_metrics_csv_logs_the_tslib_learning_rate_of_every_epoch(ett_csv: Path, tmp_path: Path) -> None:
+    run_train(["model=aaren", f"task.datamodule.path={ett_csv}", *SMOKE, "task.max_epochs=4"], tmp_path)
+    (metrics,) = tmp_path.rglob("metrics.csv")
+    rates = pd.read_csv(metrics)["train/lr"].dropna().tolist()
+    assert rates == pytest.approx([1e-4, 1e-4, 5e-5, 2.5e-5], rel=1e-6)  # logged as float32

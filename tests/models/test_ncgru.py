@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+from torch.utils import flop_counter
 
 from recurrent_attention.models.ncgru import GRU, NCGRU, mod_relu, neumann_inverse
 
@@ -82,3 +84,44 @@ def test_gru_wrapper_matches_cell_loop():
         h = cell(x[:, t], h)
         assert torch.allclose(outputs[:, t], h, atol=1e-6)
     assert torch.allclose(last, h, atol=1e-6)
+
+
+def _forward_flops(cell: NCGRU, x: torch.Tensor) -> int:
+    with flop_counter.FlopCounterMode(display=False) as counter:
+        cell(x)
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("inverse", ["neumann", "exact"])
+def test_inference_reuses_the_cayley_matrix_until_the_weights_change(inverse: str) -> None:
+    torch.manual_seed(0)
+    d = 16
+    cell = NCGRU(5, d, inverse=inverse).double().eval()
+    x = torch.randn(2, 3, 5, dtype=torch.float64)
+    with torch.no_grad():
+        first, second = _forward_flops(cell, x), _forward_flops(cell, x)
+        cached = cell.recurrent_matrix()
+        assert cell.recurrent_matrix() is cached
+        if inverse == "neumann":  # (flop_counter has no formula for the exact solve)
+            # The product (I + A)^-1 (I - A), 2 d^3 FLOPs, is not rebuilt.
+            assert first - second == 2 * d**3
+        cell.skew.add_(1e-4 * torch.randn(d, d, dtype=torch.float64))  # what an optimiser step does
+        if inverse == "neumann":  # rebuilt, after refreshing the stored inverse
+            assert _forward_flops(cell, x) - second > 2 * d**3
+        assert cell.recurrent_matrix() is not cached
+        eye, A = torch.eye(d, dtype=torch.float64), cell.skew_matrix()
+        fresh = torch.linalg.solve(eye + A, eye - A) * cell.signs
+        torch.testing.assert_close(cell.recurrent_matrix(), fresh, rtol=1e-9, atol=1e-12)
+    # With gradients the matrix is rebuilt (part of the graph) and still correct.
+    torch.testing.assert_close(cell.recurrent_matrix(), fresh, rtol=1e-9, atol=1e-12)
+    assert cell.recurrent_matrix().requires_grad
+
+
+def test_loading_weights_invalidates_the_cached_matrix() -> None:
+    torch.manual_seed(0)
+    cell, other = NCGRU(3, 8).double(), NCGRU(3, 8).double()
+    with torch.no_grad():
+        before = cell.recurrent_matrix()
+        cell.load_state_dict(other.state_dict())
+        torch.testing.assert_close(cell.recurrent_matrix(), other.recurrent_matrix())
+        assert not torch.allclose(before, cell.recurrent_matrix())

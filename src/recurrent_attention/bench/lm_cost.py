@@ -181,6 +181,12 @@ def main(argv: list[str] | None = None) -> int:
             "of n states, CRT with its memory token and RNN states. The formulas keep the paper's leading "
             "terms and imply d_ff = 3 d_m (20nd² = 8nd² for the attention projections + 12nd² for the "
             "feed-forward); ours is TXL base's d_ff = 2100 = 5.1 d_m. "
+            "The paper's CRT formula counts 12nd² per layer, but CRT's blocks are the Transformer's "
+            "attention + feed-forward blocks and cost the same 20nd² (with d_ff = 3 d_m): the formula leaves "
+            "out 8Lnd², about half of the gap in the CRT rows (the rest is our wider feed-forward, "
+            "as in the TR rows). NCGRU's Cayley matrix (I + A)^-1 (I - A) is cached "
+            "at inference while the weights do not change, so it is not counted here; rebuilt at every "
+            "forward it would add 2d³ per segment (+42 % at n = 17, 3 layers). "
             "PTB uses the same widths (d_m 410, 10 heads, d_ff 2100) at 3 layers.",
             "## 16 layers, WikiText-103 sizes (n = 150, 70, 35)",
             table1(wt103, [150, 70, 35]),

@@ -18,11 +18,11 @@ from recurrent_attention.ops import PATHS, ScanState, attention_step, empty_stat
 class AarenAttention(nn.Module):
     """Prefix attention from a learned query; ``path`` picks scan, recurrent or chunked."""
 
-    def __init__(self, d_model: int, n_heads: int, path: str = "chunked") -> None:
+    def __init__(self, d_model: int, n_heads: int, path: str = "chunked", qkv_bias: bool = True) -> None:
         super().__init__()
         if path not in PATHS:
             raise ValueError(f"model.path={path!r}: choose one of {sorted(PATHS)}")
-        self.proj = HeadProjections(d_model, n_heads)
+        self.proj = HeadProjections(d_model, n_heads, qkv_bias)
         self.query = nn.Parameter(torch.randn(d_model) * d_model**-0.5)
         self.path = path
 
@@ -66,9 +66,11 @@ class Aaren(LayerStack):
         final_norm: bool = True,
         path: str = "chunked",
         attn_dropout: float | None = None,
+        qkv_bias: bool = True,
+        norm_eps: float = 1e-5,
     ) -> None:
         # attn_dropout is accepted so model configs stay interchangeable; Aaren has no attention
         # matrix to drop (the residual and feed-forward dropout still apply).
         del attn_dropout
-        mixers = [AarenAttention(d_model, n_heads, path) for _ in range(n_layers)]
-        super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm)
+        mixers = [AarenAttention(d_model, n_heads, path, qkv_bias) for _ in range(n_layers)]
+        super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)

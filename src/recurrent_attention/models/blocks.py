@@ -28,15 +28,25 @@ class FeedForward(nn.Sequential):
 
 
 class ResidualBlock(nn.Module):
-    """Mixer + feed-forward, each with dropout and a residual, post-norm (TSLib) or pre-norm (GPT)."""
+    """Mixer + feed-forward, each with dropout and a residual, post-norm (TSLib) or pre-norm (GPT).
+
+    ``norm_eps`` is the LayerNorms' epsilon (PyTorch's 1e-5; THP's encoder uses 1e-6).
+    """
 
     def __init__(
-        self, mixer: nn.Module, d_model: int, d_ff: int, dropout: float, activation: str, norm_first: bool
+        self,
+        mixer: nn.Module,
+        d_model: int,
+        d_ff: int,
+        dropout: float,
+        activation: str,
+        norm_first: bool,
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.mixer = mixer
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm_mix, self.norm_ff = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm_mix, self.norm_ff = nn.LayerNorm(d_model, norm_eps), nn.LayerNorm(d_model, norm_eps)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
@@ -70,13 +80,14 @@ class LayerStack(Backbone):
         activation: str = "gelu",
         norm_first: bool = False,
         final_norm: bool = True,
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.d_model = d_model
         self.blocks = nn.ModuleList(
-            ResidualBlock(mixer, d_model, d_ff, dropout, activation, norm_first) for mixer in mixers
+            ResidualBlock(mixer, d_model, d_ff, dropout, activation, norm_first, norm_eps) for mixer in mixers
         )
-        self.norm = nn.LayerNorm(d_model) if final_norm else nn.Identity()
+        self.norm = nn.LayerNorm(d_model, norm_eps) if final_norm else nn.Identity()
 
     def forward(self, x: Tensor, state: State | None = None) -> tuple[Tensor, State]:
         states = state if state is not None else [None] * len(self.blocks)
@@ -100,15 +111,20 @@ class LayerStack(Backbone):
 
 
 class HeadProjections(nn.Module):
-    """Query/key/value/output projections shared by softmax attention and Aaren."""
+    """Query/key/value/output projections shared by softmax attention and Aaren.
 
-    def __init__(self, d_model: int, n_heads: int) -> None:
+    ``qkv_bias=False`` drops the query/key/value biases (THP's encoder); the output keeps its bias.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, qkv_bias: bool = True) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"model.d_model={d_model} must be divisible by model.n_heads={n_heads}")
         self.n_heads, self.d_head = n_heads, d_model // n_heads
-        self.q_proj, self.k_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-        self.v_proj, self.out_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.q_proj = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_model, d_model)
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(..., N, d_model)`` -> ``(..., H, N, d_head)``."""

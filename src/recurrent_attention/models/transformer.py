@@ -21,9 +21,9 @@ class KVCache(NamedTuple):
 class CausalSelfAttention(nn.Module):
     """Each token attends to itself and every earlier token (including cached ones)."""
 
-    def __init__(self, d_model: int, n_heads: int, attn_dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, attn_dropout: float = 0.0, qkv_bias: bool = True) -> None:
         super().__init__()
-        self.proj = HeadProjections(d_model, n_heads)
+        self.proj = HeadProjections(d_model, n_heads, qkv_bias)
         self.attn_dropout = attn_dropout
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> tuple[Tensor, KVCache]:
@@ -67,7 +67,9 @@ class Transformer(LayerStack):
         activation: str = "gelu",
         norm_first: bool = False,
         final_norm: bool = True,
+        qkv_bias: bool = True,
+        norm_eps: float = 1e-5,
     ) -> None:
         attn_dropout = dropout if attn_dropout is None else attn_dropout
-        mixers = [CausalSelfAttention(d_model, n_heads, attn_dropout) for _ in range(n_layers)]
-        super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm)
+        mixers = [CausalSelfAttention(d_model, n_heads, attn_dropout, qkv_bias) for _ in range(n_layers)]
+        super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)

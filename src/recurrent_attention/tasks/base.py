@@ -53,6 +53,11 @@ class TaskModule(L.LightningModule):
         """The scheduler partial applied to the optimiser; families needing more arguments override this."""
         return self.scheduler_factory(optimizer)
 
+    def on_train_epoch_start(self) -> None:
+        """Log the learning rate this epoch trains with: ``train/lr``, one value per epoch in metrics.csv."""
+        rate = self.trainer.optimizers[0].param_groups[0]["lr"]
+        self.log("train/lr", rate, on_step=False, on_epoch=True)
+
 
 class SplitTotals(Protocol):
     """Running sums over a whole split that turn into metrics once the split is done.

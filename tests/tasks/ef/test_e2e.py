@@ -50,7 +50,7 @@ def test_smoke_thp_pickle(tmp_path: Path, model: str) -> None:
     )
     (summary,) = read_summaries(tmp_path / "out")
     assert summary["family"] == "ef" and summary["dataset"] == "thp_mimic" and summary["model"] == model
-    assert set(summary["metrics"]) == {"nll", "rmse", "acc"}
+    assert set(summary["metrics"]) == {"nll", "nll_meta_tpp", "rmse", "acc"}
     assert all(math.isfinite(v) for v in summary["metrics"].values())
 
 
@@ -70,6 +70,7 @@ def test_smoke_easytpp_reference_compat(tmp_path: Path) -> None:
     )
     (summary,) = read_summaries(tmp_path / "out")
     assert summary["compat"] == "reference" and math.isfinite(summary["metrics"]["rmse"])
+    assert summary["metrics"]["nll"] == summary["metrics"]["nll_meta_tpp"]
 
 
 def test_smoke_sin_generator_unmarked(tmp_path: Path) -> None:
@@ -78,4 +79,4 @@ def test_smoke_sin_generator_unmarked(tmp_path: Path) -> None:
         tmp_path / "out",
     )
     (summary,) = read_summaries(tmp_path / "out")
-    assert set(summary["metrics"]) == {"nll", "rmse"}
+    assert set(summary["metrics"]) == {"nll", "nll_meta_tpp", "rmse"}

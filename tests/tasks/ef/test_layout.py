@@ -29,14 +29,16 @@ def test_table_matches_paper_rows_and_states_the_seeds_run(tmp_path: Path) -> No
     ).to_csv(tmp_path / "aaren_ef.csv", index=False)
     runs = tmp_path / "runs"
     for seed, nll, acc in [(1, 1.0, 80.0), (2, 2.0, 90.0)]:
-        metrics = {"nll": nll, "rmse": 0.8, "acc": acc}
+        metrics = {"nll": nll, "nll_meta_tpp": nll + 0.5, "rmse": 0.8, "acc": acc}
         summary(runs / f"mimic{seed}", seed, metrics, extra=["task.max_epochs=30"], **MIMIC)
     summary(runs / "tsf", 1, {"mse": 0.5, "mae": 0.5}, preset="paper")
 
     (table,) = build(load_runs([runs]), tmp_path)
     (row,) = table.frame.to_dict("records")
     assert row["paper dataset"] == "MIMIC" and row["data"] == "thp_mimic" and row["format"] == "thp"
-    assert row["nll (ours)"] == "1.500 ± 0.707" and row["nll (paper)"] == "1.21 ± 0.06"
+    # The paper's NLL is Meta TPP's: it sits beside our Meta TPP NLL, not beside our per-event NLL.
+    assert row["nll per predicted event (ours)"] == "1.500 ± 0.707" and "nll (paper)" not in row
+    assert row["nll Meta TPP (ours)"] == "2.000 ± 0.707" and row["nll Meta TPP (paper)"] == "1.21 ± 0.06"
     assert row["acc % (ours)"] == "85.000 ± 7.071" and row["acc % (paper)"] == "84.53 ± 0.66"
     assert row["rmse (paper)"] == "" and row["epochs"] == 30
     assert any("THP pickles" in note for note in table.notes)

@@ -51,7 +51,13 @@ def test_two_event_nll_by_hand() -> None:
     totals = EventTotals()
     totals.update(scores, batch)
     assert totals.compute()["nll"] == pytest.approx(expected, rel=1e-10)
-    assert totals.compute("reference")["nll"] == pytest.approx(expected / 2, rel=1e-10)
+    # Meta TPP scores the last (here the only predicted) interval by its survival and divides by 2 events.
+    survival = sum(
+        w * stats.lognorm(s=s, scale=math.exp(m)).sf(1.2) for w, m, s in zip(weights, mu, sigma, strict=True)
+    )
+    meta_tpp = -(math.log(survival) + float(log_marks[2])) / 2
+    assert totals.compute("reference")["nll"] == pytest.approx(meta_tpp, rel=1e-9)
+    assert totals.compute()["nll_meta_tpp"] == pytest.approx(meta_tpp, rel=1e-9)
     mean = sum(w * math.exp(m + s * s / 2) for w, m, s in zip(weights, mu, sigma, strict=True))
     assert totals.compute()["rmse"] == pytest.approx(abs(mean - 1.2), rel=1e-10)
     assert totals.compute()["acc"] == (100.0 if int(log_marks.argmax()) == 2 else 0.0)
@@ -93,7 +99,8 @@ def scores_with_errors(errors: list[list[float]], correct: list[list[bool]]) -> 
         mean[row, : len(err)] += torch.tensor(err, dtype=torch.float64)
         mark_pred[row, : len(ok)] = torch.tensor([0 if c else 1 for c in ok])
     zeros = torch.zeros_like(mean)
-    scores = EventScores(zeros, zeros, torch.zeros(len(errors)), target, mean, mark_pred)
+    per_row = torch.zeros(len(errors))
+    scores = EventScores(zeros, zeros, per_row, target, mean, mark_pred, per_row, per_row)
     batch = {"intervals": intervals, "marks": marks, "lengths": target.sum(1) + 1}
     return scores, batch
 

@@ -18,6 +18,7 @@ from recurrent_attention.tasks.tsc.data import (
     stratified_split,
 )
 from recurrent_attention.tasks.tsc.tsformat import read_ts
+from tests.tasks.tsc.conftest import random_problem, ts_text
 
 MIRROR = Path(os.environ.get("RA_DATA_MIRROR") or Path(__file__).resolve().parents[4] / "shared" / "data")
 
@@ -41,8 +42,27 @@ def test_interpolate_missing_by_hand() -> None:
     case = np.array(
         [[np.nan, 1.0, np.nan], [2.0, np.nan, np.nan], [np.nan, 5.0, np.nan], [8.0, np.nan, np.nan]]
     )
-    expected = np.array([[2.0, 1.0, 0.0], [2.0, 3.0, 0.0], [5.0, 5.0, 0.0], [8.0, 5.0, 0.0]])
+    expected = np.array([[2.0, 1.0, np.nan], [2.0, 3.0, np.nan], [5.0, 5.0, np.nan], [8.0, 5.0, np.nan]])
     np.testing.assert_array_equal(interpolate_missing(case), expected)
+
+
+def test_a_channel_missing_from_a_whole_case_becomes_the_channel_mean(tmp_path: Path) -> None:
+    """It is left out of the statistics and maps to 0 after z-scoring, not to a raw 0 far from the data."""
+    rng = np.random.default_rng(1)
+    cases, labels = random_problem(rng, 12, 3, (5, 8), 3)
+    cases[4][:, 1] = np.nan
+    folder = tmp_path / "UEA" / "Gap"
+    folder.mkdir(parents=True)
+    for split in ("TRAIN", "TEST"):
+        text = ts_text(cases, [f"c{y}" for y in labels], ["c0", "c1", "c2"], "Gap", missing=True)
+        (folder / f"Gap_{split}.ts").write_text(text)
+    dm = datamodule(folder / "Gap_TRAIN.ts", folder / "Gap_TEST.ts", compat="reference")
+    test = dm.datasets["test"]
+    n = len(cases[4])
+    assert test.x[4, :n, 1].abs().max() == 0
+    others = np.concatenate([c for i, c in enumerate(cases) if i != 4])[:, 1]
+    expected = (cases[0][:, 1] - others.mean()) / others.std(ddof=1)
+    np.testing.assert_allclose(test.x[0, : len(cases[0]), 1].numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_stratified_split_counts() -> None:

@@ -5,6 +5,13 @@ A sequence of N events contributes N - 1 predicted events: the first event is co
 the prediction made at event i. After the last event, the window end adds the survival term
 ``log P(tau > t_end - t_N)``; the readers put the window end at the last event (term 0) unless the
 data defines a window (the synthetic ``sin`` set observes ``[0, 32 pi]``).
+
+Meta TPP's NLL (``compat="reference"``; BorealisAI/meta-tpp ``prob_dists.py`` LogNormalMixture and
+``tpp_network.py`` TransformerMix) differs in one term: it treats each sequence's last event as the
+end of the observation window ("ignore the last time as it is xmax"), so the last interval is scored
+by its log survival (with its clamped CDF, :meth:`LogNormalMixture.log_survival_clamped`) instead of
+its log density, and no window term is added; the last event's mark is still scored. That sum is
+its training loss, and divided by ALL events (each first one included) its val/test NLL.
 """
 
 from __future__ import annotations
@@ -23,7 +30,10 @@ class EventScores:
     """Everything the loss and the metrics need, for one batch.
 
     ``time_ll``, ``mark_ll``, ``mean`` and ``mark_pred`` are ``(B, N - 1)``: column i is the
-    prediction for event i + 1; ``target`` marks the real (non-padding) ones. ``survival_ll`` is ``(B,)``.
+    prediction for event i + 1; ``target`` marks the real (non-padding) ones. ``survival_ll`` (the
+    window end), ``last_time_ll`` (the density term of each sequence's last event, already in
+    ``time_ll``) and ``last_survival_ll`` (Meta TPP's survival term for that same interval) are
+    ``(B,)``, 0 for a sequence of one event.
     """
 
     time_ll: Tensor
@@ -32,10 +42,21 @@ class EventScores:
     target: Tensor
     mean: Tensor
     mark_pred: Tensor | None
+    last_time_ll: Tensor
+    last_survival_ll: Tensor
 
     def nll_sum(self) -> Tensor:
         """Negative log-likelihood of the whole batch (sum over sequences)."""
         return -(self.time_ll.sum() + self.mark_ll.sum() + self.survival_ll.sum())
+
+    def meta_tpp_nll_sum(self) -> Tensor:
+        """Meta TPP's loss: each last interval scored by its log survival, not its density; no window term."""
+        time_ll = self.time_ll.sum() - self.last_time_ll.sum() + self.last_survival_ll.sum()
+        return -(time_ll + self.mark_ll.sum())
+
+    def protocol_nll_sum(self, compat: str) -> Tensor:
+        """The summed NLL a protocol trains on: ours (``default``) or Meta TPP's (``reference``)."""
+        return self.meta_tpp_nll_sum() if compat == "reference" else self.nll_sum()
 
 
 def score_batch(model: EventModel, batch: dict[str, Tensor], time_eps: float = 0.0) -> EventScores:
@@ -59,8 +80,27 @@ def score_batch(model: EventModel, batch: dict[str, Tensor], time_eps: float = 0
         mark_pred = logits[:, :-1].argmax(dim=-1)
     else:
         mark_ll, mark_pred = torch.zeros_like(time_ll), None
-    survival_ll = _survival(mixture, batch["lengths"], batch["tail"])
-    return EventScores(time_ll, mark_ll, survival_ll, target, future.mean(), mark_pred)
+    lengths = batch["lengths"]
+    survival_ll = _survival(mixture, lengths, batch["tail"])
+    last_time_ll, last_survival_ll = _last_interval(future, time_ll, next_interval, lengths)
+    return EventScores(
+        time_ll, mark_ll, survival_ll, target, future.mean(), mark_pred, last_time_ll, last_survival_ll
+    )
+
+
+def _last_interval(
+    future: LogNormalMixture, time_ll: Tensor, next_interval: Tensor, lengths: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Density term and Meta TPP's clamped survival term of each sequence's last interval, ``(B,)`` each."""
+    rows = torch.arange(len(lengths), device=lengths.device)
+    column = (lengths - 2).clamp_min(0)
+    predicted = lengths >= 2
+    zero = time_ll.new_zeros(())
+    survival = future[rows, column].log_survival_clamped(next_interval[rows, column])
+    return (
+        torch.where(predicted, time_ll[rows, column], zero),
+        torch.where(predicted, survival, zero),
+    )
 
 
 def _survival(mixture: LogNormalMixture, lengths: Tensor, tail: Tensor) -> Tensor:

@@ -42,6 +42,17 @@ class LogNormalMixture:
         _, z = self._standardised(x)
         return torch.logsumexp(self.log_weights + torch.special.log_ndtr(-z), dim=-1)
 
+    def log_survival_clamped(self, x: Tensor, low: float = 1e-5) -> Tensor:
+        """Meta TPP's log survival: each component's CDF clamped to ``[low, 1 - low]``, then ``log(1 - cdf)``.
+
+        The clamp changes values only; gradients are those of the unclamped CDF, as Meta TPP's
+        ``clamp_preserve_gradients`` does. Used where its NLL is reproduced (``compat=reference``).
+        """
+        _, z = self._standardised(x)
+        cdf = torch.special.ndtr(z)
+        cdf = cdf + (cdf.clamp(low, 1.0 - low) - cdf).detach()
+        return torch.logsumexp(self.log_weights + torch.log1p(-cdf), dim=-1)
+
     def mean(self) -> Tensor:
         """``sum_k w_k exp(mu_k + sigma_k^2 / 2)``, computed in log space, shape ``(...)``."""
         return torch.exp(torch.logsumexp(self.log_weights + self.mu + 0.5 * self.sigma.square(), dim=-1))

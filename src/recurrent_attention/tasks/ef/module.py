@@ -1,11 +1,11 @@
 """LightningModule for event forecasting: NLL training with Meta TPP's L2 term, exact split metrics.
 
-The training objective is Meta TPP's: the batch's summed negative log-likelihood plus
+The training objective has Meta TPP's form: the batch's summed negative log-likelihood (ours, or
+under ``compat=reference`` Meta TPP's, whose last interval is scored by its survival) plus
 ``weight_decay / 2 * ||theta||^2`` over every parameter, which gives exactly the gradient of
 ``torch.optim.Adam(weight_decay=...)`` (coupled L2, not AdamW's decoupled decay) while keeping the
 term visible in the loss. Validation logs ``val/nll`` (the early-stopping and checkpoint metric),
-``val/rmse`` and ``val/acc``; the test epoch logs ``test/nll``, ``test/rmse`` and (marked data)
-``test/acc``.
+``val/nll_meta_tpp``, ``val/rmse`` and ``val/acc``; the test epoch logs the same under ``test/``.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ class EventModule(ExactEvaluationModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         scores = self.score(batch)
-        nll = scores.nll_sum()
-        n_predicted = scores.target.sum().clamp_min(1)
-        self.log("train/nll", nll / n_predicted, prog_bar=True, batch_size=len(batch["lengths"]))
+        nll = scores.protocol_nll_sum(self.compat)
+        count = batch["lengths"].sum() if self.compat == "reference" else scores.target.sum().clamp_min(1)
+        self.log("train/nll", nll / count, prog_bar=True, batch_size=len(batch["lengths"]))
         return nll + self.l2_penalty() if self.weight_decay else nll
 
     def new_totals(self) -> EventTotals:

@@ -35,15 +35,15 @@ COMPATS = ("default", "reference")
 def interpolate_missing(case: np.ndarray) -> np.ndarray:
     """Fill NaNs of each channel linearly between valid neighbours, constant beyond the ends (as TSLib).
 
-    A channel with no valid value becomes zeros, the mean after normalisation.
+    A channel with no valid value in this case stays NaN: :class:`Standardizer` leaves it out of its
+    statistics and maps it to 0, the channel's mean after normalisation. (TSLib's pandas
+    interpolation leaves such a channel NaN too, and its NaNs then reach the model.)
     """
     filled = case.copy()
     steps = np.arange(len(case))
     for c in range(case.shape[1]):
         missing = np.isnan(case[:, c])
-        if missing.all():
-            filled[:, c] = 0.0
-        elif missing.any():
+        if missing.any() and not missing.all():
             filled[missing, c] = np.interp(steps[missing], steps[~missing], case[~missing, c])
     return filled
 
@@ -53,7 +53,9 @@ class Standardizer:
     """Per-channel z-scoring over every valid time step of the cases it is fitted on.
 
     Sample std plus machine epsilon, as TSLib's ``Normalizer`` (so constant channels map to 0).
-    Statistics that overflow float64 are refused by :meth:`fit` (a channel would silently become 0).
+    Values still missing (a channel absent from a whole case) are left out of the statistics and
+    become 0, the channel's mean. Statistics that overflow float64 are refused by :meth:`fit` (a
+    channel would silently become 0).
     """
 
     mean: np.ndarray
@@ -63,14 +65,17 @@ class Standardizer:
     def fit(cls, cases: list[np.ndarray], file: str | Path) -> Standardizer:
         """Statistics of ``cases``, read from ``file`` (named if they overflow)."""
         steps = np.concatenate(cases, axis=0)
+        valid = ~np.isnan(steps)
+        count = valid.sum(axis=0)
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused just below
-            std = steps.std(axis=0, ddof=1) if len(steps) > 1 else np.zeros(steps.shape[1])
-            mean = steps.mean(axis=0)
+            mean = np.where(valid, steps, 0.0).sum(axis=0) / np.maximum(count, 1)
+            squares = np.where(valid, steps - mean, 0.0) ** 2
+            std = np.where(count > 1, np.sqrt(squares.sum(axis=0) / np.maximum(count - 1, 1)), 0.0)
         require_scalable(mean, std, file, [f"channel {c + 1}" for c in range(steps.shape[1])])
         return cls(mean, std)
 
     def transform(self, case: np.ndarray) -> np.ndarray:
-        return (case - self.mean) / (self.std + np.finfo(np.float64).eps)
+        return np.nan_to_num((case - self.mean) / (self.std + np.finfo(np.float64).eps), nan=0.0)
 
 
 def instance_norm(case: np.ndarray) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -9,10 +11,17 @@ from recurrent_attention.models.base import Backbone
 from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
 from recurrent_attention.tasks.tsc.head import Classifier
 from recurrent_attention.tasks.tsc.metrics import ClassificationTotals
+from recurrent_attention.tasks.tsc.selection import TiesImprove
+
+COMPATS = ("default", "reference")
 
 
 class ClassificationModule(ExactEvaluationModule):
-    """Logs ``val/acc``, ``val/loss`` per validation epoch and ``test/acc``, ``test/loss`` (acc in %)."""
+    """Logs ``val/acc``, ``val/loss`` per validation epoch and ``test/acc``, ``test/loss`` (acc in %).
+
+    Under ``compat="reference"`` it also logs ``val/tslib_improvements`` (:mod:`.selection`), the
+    metric the reference protocol monitors so that an equal accuracy counts as an improvement.
+    """
 
     def __init__(
         self,
@@ -24,10 +33,15 @@ class ClassificationModule(ExactEvaluationModule):
         head: str = "flatten",
         dropout: float = 0.1,
         scheduler: SchedulerFactory | None = None,
+        compat: str = "default",
     ) -> None:
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="epoch")
+        if compat not in COMPATS:
+            raise ValueError(f"task.compat={compat!r}: choose default or reference")
         self.model = Classifier(backbone, n_channels, n_classes, max_len, head, dropout)
         self.totals = ClassificationTotals()
+        self.compat = compat
+        self.selection = TiesImprove()
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         return self.model(batch["x"], batch["mask"])
@@ -42,3 +56,17 @@ class ClassificationModule(ExactEvaluationModule):
 
     def accumulate(self, batch: dict[str, Tensor], stage: str) -> None:
         self.totals.update(self(batch), batch["y"])
+
+    def end_split(self, stage: str) -> None:
+        super().end_split(stage)
+        if stage == "val" and self.compat == "reference":
+            if not self.trainer.sanity_checking:
+                self.selection.update(self.totals.compute()["acc"])
+            self.log("val/tslib_improvements", float(self.selection.improvements))
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["tslib_selection"] = self.selection.state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "tslib_selection" in checkpoint:
+            self.selection.load_state_dict(checkpoint["tslib_selection"])
