@@ -89,8 +89,9 @@ RULES = (
     ),
     Rule(("model.dropout", "model.attn_dropout"), lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
     Rule(("task.val_fraction",), lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)"),
-    Rule(("task.lr", "task.time_eps"), lambda v: _number(v) and v > 0, "a number > 0"),
-    Rule(("task.weight_decay",), lambda v: _number(v) and v >= 0, "a number >= 0"),
+    Rule(("task.time_eps",), lambda v: _number(v) and v > 0, "a number > 0"),
+    # lr 0 is allowed: frozen weights are a legitimate check (every epoch then scores the same).
+    Rule(("task.lr", "task.weight_decay"), lambda v: _number(v) and v >= 0, "a number >= 0"),
     Rule(("task.gradient_clip_val",), lambda v: _number(v) and v > 0, "a number > 0 or null", True),
     Rule(
         (
