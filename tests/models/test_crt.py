@@ -10,10 +10,20 @@ from recurrent_attention.models.crt import CompactRecurrentTransformer
 from recurrent_attention.models.transformer import Transformer
 
 
-def _model(seg_len: int = 5, rnn: str = "ncgru", bptt: bool = True) -> CompactRecurrentTransformer:
+def _model(
+    seg_len: int = 5, rnn: str = "ncgru", bptt: bool = True, reset_positions: bool = True
+) -> CompactRecurrentTransformer:
     torch.manual_seed(0)
     return CompactRecurrentTransformer(
-        d_model=16, n_heads=2, n_layers=2, d_ff=32, seg_len=seg_len, rnn=rnn, bptt=bptt, dropout=0.0
+        d_model=16,
+        n_heads=2,
+        n_layers=2,
+        d_ff=32,
+        seg_len=seg_len,
+        rnn=rnn,
+        bptt=bptt,
+        dropout=0.0,
+        reset_positions=reset_positions,
     ).eval()
 
 
@@ -52,8 +62,9 @@ def test_gradient_reaches_segment_one_only_with_bptt(bptt):
     assert reached == bptt
 
 
-def test_long_input_equals_segment_by_segment_and_step_by_step():
-    model = _model(seg_len=4)
+@pytest.mark.parametrize("reset_positions", [True, False])
+def test_long_input_equals_segment_by_segment_and_step_by_step(reset_positions):
+    model = _model(seg_len=4, reset_positions=reset_positions)
     x = torch.randn(2, 11, 16)
     y, state = model(x)
     pieces, piece_state = [], None
