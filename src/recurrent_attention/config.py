@@ -31,15 +31,23 @@ def ddp_precision() -> str:
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
+def _negate(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"${{ra.not:...}} takes true or false, got {value!r}: set that key to true or false")
+    return not value
+
+
 def register_resolvers() -> None:
     """Register the ``ra.*`` resolvers the configs use.
 
     ``${ra.env_unset:VAR}`` is true when VAR is empty or unset (wandb goes offline without a key);
+    ``${ra.not:${key}}`` negates a boolean (one switch setting two options, e.g. CRT's positions);
     ``${ra.run_id:}`` is the run's config hash (see ``runs.identity``);
     ``${ra.ddp_*:}`` fill ``trainer=ddp`` from the machine it starts on.
     """
     resolvers = {
         "ra.env_unset": lambda name: not os.environ.get(name),
+        "ra.not": _negate,
         "ra.n_time_features": n_time_features,
         "ra.run_id": run_id_resolver,
         "ra.ddp_accelerator": ddp_accelerator,

@@ -4,20 +4,33 @@ A sequence is processed in segments of ``seg_len`` tokens. Each segment is prefi
 token ``m`` and goes through a causal Transformer (the same blocks as the baseline, with no
 absolute or relative position terms in attention: A_ij = x_i^T W_q^T W_k x_j):
 
-1. positions: a positional RNN reads ``[m; x_1..x_n]`` from its carried state; its outputs are
-   added to those tokens, so order is encoded recurrently, across segment boundaries too;
+1. positions: a positional RNN reads ``[m; x_1..x_n]`` from a zero state; its outputs are added
+   to those tokens, so order (and the memory token's place) is encoded recurrently;
 2. attention: causal over ``[m; x_1..x_n]``; the memory token is updated like any token in every
    layer, and its output in the last layer is dropped (the segment's outputs are ``y_1..y_n``);
 3. memory: a memory RNN (GRU or NCGRU) reads ``y_1..y_n`` starting from ``m``; its last hidden
    state is the next segment's memory token.
 
-State = ``(memory, positional RNN state, buffer)``. ``forward`` splits ``x`` into segments and,
-with ``bptt=True``, keeps the graph through the memory so gradients reach earlier segments (the
-caller truncates by detaching the state; the LM module does so every ``task.bptt_segments``
-segments); with ``bptt=False`` the state is detached at every segment boundary. A trailing
-partial segment is kept in ``buffer`` (at most ``seg_len - 1`` tokens, so the state is bounded)
-and completed by the next call; ``step`` appends one token to the buffer and recomputes that
-partial segment, which is exactly ``forward``'s output for the token.
+The positional RNN starts from zero in every segment by default (``reset_positions=True``): the
+paper has a segment depend on earlier ones "through the memory token" (its gradient analysis
+follows no other path) and calls the positional RNN an encoding of "the position of a token in a
+segment". ``reset_positions=False`` carries the positional state across segments instead, which
+opens a second, content-dependent path from earlier segments and a second carried vector.
+
+Both parts can be switched off (CRT Table 8's ablation): ``memory_token=False`` drops the memory
+token and its RNN, so every segment is processed alone; ``recurrent_positions=False`` drops the
+positional RNN and the caller adds the Transformer's sinusoidal positions instead (the LM config
+derives ``absolute_positions`` from this switch). With both off the model is the plain
+Transformer applied segment by segment, with the same parameters and the same initial weights.
+
+State = ``(memory, positional RNN state, buffer)``; a part that is off (or reset) keeps its entry
+at zero. ``forward`` splits ``x`` into segments and, with ``bptt=True``, keeps the graph through
+the memory so gradients reach earlier segments (the caller truncates by detaching the state; the
+LM module does so every ``task.bptt_segments`` segments); with ``bptt=False`` the state is
+detached at every segment boundary. A trailing partial segment is kept in ``buffer`` (at most
+``seg_len - 1`` tokens, so the state is bounded) and completed by the next call; ``step`` appends
+one token to the buffer and recomputes that partial segment, which is exactly ``forward``'s
+output for the token.
 """
 
 from __future__ import annotations
@@ -25,7 +38,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from recurrent_attention.models.base import Backbone
 from recurrent_attention.models.ncgru import make_rnn
@@ -56,16 +69,23 @@ class CompactRecurrentTransformer(Backbone):
         activation: str = "gelu",
         norm_first: bool = False,
         ncgru_inverse: str = "neumann",
+        memory_token: bool = True,
+        recurrent_positions: bool = True,
+        reset_positions: bool = True,
     ) -> None:
         super().__init__()
         self.d_model, self.seg_len, self.bptt = d_model, seg_len, bptt
+        self.reset_positions = reset_positions
+        # Built first so that, with both parts off, the initial weights are the plain Transformer's.
         self.transformer = Transformer(
             d_model, n_heads, n_layers, d_ff, dropout, attn_dropout, activation, norm_first, final_norm=True
         )
-        options = {"inverse": ncgru_inverse} if rnn == "ncgru" else {}
-        self.memory_rnn = make_rnn(rnn, d_model, d_model, **options)
-        position_options = {"inverse": ncgru_inverse} if position_rnn == "ncgru" else {}
-        self.position_rnn = make_rnn(position_rnn, d_model, d_model, **position_options)
+        self.memory_rnn = self._rnn(rnn, ncgru_inverse) if memory_token else None
+        self.position_rnn = self._rnn(position_rnn, ncgru_inverse) if recurrent_positions else None
+
+    def _rnn(self, kind: str, ncgru_inverse: str) -> nn.Module:
+        options = {"inverse": ncgru_inverse} if kind == "ncgru" else {}
+        return make_rnn(kind, self.d_model, self.d_model, **options)
 
     def init_state(
         self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None
@@ -77,10 +97,16 @@ class CompactRecurrentTransformer(Backbone):
         )
 
     def _segment(self, x: Tensor, memory: Tensor, position: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """One segment ``x (B, n, d)`` -> outputs ``(B, n, d)``, next memory, positional state after x."""
-        tokens = torch.cat([memory.unsqueeze(1), x], dim=1)
-        encodings, position = self.position_rnn(tokens, position)
-        hidden, _ = self.transformer(tokens + encodings)
+        """One segment ``x (B, n, d)`` -> outputs ``(B, n, d)``, next memory, next positional state."""
+        tokens = x if self.memory_rnn is None else torch.cat([memory.unsqueeze(1), x], dim=1)
+        if self.position_rnn is not None:
+            start = torch.zeros_like(position) if self.reset_positions else position
+            encodings, end = self.position_rnn(tokens, start)
+            tokens = tokens + encodings
+            position = position if self.reset_positions else end
+        hidden, _ = self.transformer(tokens)
+        if self.memory_rnn is None:
+            return hidden, memory, position
         outputs = hidden[:, 1:]
         _, memory = self.memory_rnn(outputs, memory)
         return outputs, memory, position

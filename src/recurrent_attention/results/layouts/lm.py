@@ -19,12 +19,21 @@ PAPER_MODELS = {
     "crt_gru": ("CRT", "GRU"),
 }
 MODEL_ORDER = list(PAPER_MODELS)
+# experiment=crt/ptb_ablation records CRT's switches in the setting; those runs make Table 8
+# (lm_ablation.py), not these tables.
+ABLATION_KEYS = ["setting.memory_token", "setting.recurrent_positions", "setting.reset_positions"]
 PAPER_TABLES = {
     ("ptb", 3): "2 and 9",
     ("ptb", 16): "3 and 10",
     ("wikitext103", 3): "4 and 11",
     ("wikitext103", 16): "5 and 12",
 }
+
+
+def is_ablation(runs: pd.DataFrame) -> pd.Series:
+    """True for the runs of CRT's ablation (they carry its switches in their setting)."""
+    key = ABLATION_KEYS[0]
+    return runs[key].notna() if key in runs else pd.Series(False, index=runs.index)
 
 
 def _memory(model: str, seg_len: int) -> str:
@@ -55,6 +64,7 @@ def _paper_lookup(
 
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
     runs = runs[runs["family"] == "lm"] if "family" in runs else runs.iloc[:0]
+    runs = runs[~is_ablation(runs)]
     if runs.empty:
         return []
     reference = load_reference("crt_lm.csv", reference_dir)
