@@ -93,6 +93,8 @@ def run(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "device": device_description(),
         "git_commit": git_commit(Path(__file__).parent),
         "overrides": list(HydraConfig.get().overrides.task),
+        # what a family reports beyond scalar metrics (RL: every episode's return and length)
+        **(module.summary_extras() if hasattr(module, "summary_extras") else {}),
     }
     write_summary(run_dir, record)
     return record
