@@ -8,9 +8,9 @@ shorter than ``K`` is taken whole and right-padded, with a mask. Right padding n
 valid token through a causal backbone, and the timestep embedding carries each step's position.
 One epoch is ``updates_per_epoch`` batches drawn with replacement.
 
-Test: there is no held-out data in offline RL; the test split is a list of evaluation jobs
-(``{"mode", "seeds"}``, one per rollout mode and group of ``eval_envs`` episodes) that the module
-plays in the real environment.
+Test: there is no held-out data in offline RL; the test split is one evaluation job per rollout mode
+(``{"mode", "seeds"}``: every episode's reset seed) that the module plays in the real environment,
+so a preset's ``limit_test_batches`` (smoke: 2) never drops episodes of a mode.
 """
 
 from __future__ import annotations
@@ -68,14 +68,12 @@ class TrajectoryWindows(Dataset):
         }
 
 
-def evaluation_jobs(modes: list[str], n_episodes: int, n_envs: int, seed: int) -> list[dict]:
-    """Episode seeds in groups of ``n_envs``, each group once per mode (modes interleaved)."""
+def evaluation_jobs(modes: list[str], n_episodes: int, seed: int) -> list[dict]:
+    """One job per mode with the same episode seeds (the modes are compared on the same starts)."""
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"task.eval_modes: {mode!r} is not one of {MODES}")
-    seeds = [1000 * seed + i for i in range(n_episodes)]
-    groups = [seeds[i : i + n_envs] for i in range(0, n_episodes, n_envs)]
-    return [{"mode": mode, "seeds": group} for group in groups for mode in modes]
+    return [{"mode": mode, "seeds": [1000 * seed + i for i in range(n_episodes)]} for mode in modes]
 
 
 class RLDataModule(L.LightningDataModule):
@@ -92,7 +90,6 @@ class RLDataModule(L.LightningDataModule):
         compat: str = "default",
         eval_modes: tuple[str, ...] = MODES,
         eval_episodes: int = 10,
-        eval_envs: int = 10,
         eval_seed: int = 0,
         num_workers: int = 0,
         data_dir: str = "data",
@@ -108,7 +105,7 @@ class RLDataModule(L.LightningDataModule):
         self.source, self.path = source, path
         self.state_dim, self.act_dim, self.context_len = state_dim, act_dim, context_len
         self.batch_size, self.updates_per_epoch, self.compat = batch_size, updates_per_epoch, compat
-        self.jobs = evaluation_jobs(list(eval_modes), eval_episodes, eval_envs, eval_seed)
+        self.jobs = evaluation_jobs(list(eval_modes), eval_episodes, eval_seed)
         self.num_workers = num_workers
         self.data_dir, self.mirror, self.download = data_dir, mirror, download
         self.trajectories: list[Trajectory] = []

@@ -32,6 +32,7 @@ class DecisionTransformerModule(TaskModule):
         target_return: float,
         context_len: int = 20,
         max_episode_steps: int = 1000,
+        eval_envs: int = 10,
         rtg_scale: float = 1000.0,
         warmup_steps: int = 10000,
         scheduler: SchedulerFactory | None = None,
@@ -39,7 +40,7 @@ class DecisionTransformerModule(TaskModule):
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="step")
         env_spec(env)
         self.env, self.target_return = env, target_return
-        self.context_len, self.max_episode_steps = context_len, max_episode_steps
+        self.context_len, self.max_episode_steps, self.eval_envs = context_len, max_episode_steps, eval_envs
         self.warmup_steps = warmup_steps
         self.model = DecisionTransformer(backbone, state_dim, act_dim, max_episode_steps, rtg_scale)
         self.results: dict[str, list[RolloutResult]] = {}
@@ -71,17 +72,20 @@ class DecisionTransformerModule(TaskModule):
         self.results = {}
 
     def test_step(self, job: dict[str, Any], batch_idx: int) -> None:
-        result = run_episodes(
-            self.model,
-            self.env,
-            job["mode"],
-            [int(s) for s in job["seeds"]],
-            self.target_return,
-            self.context_len,
-            self.max_episode_steps,
-            progress=self.trainer.progress_bar_callback is not None,
-        )
-        self.results.setdefault(job["mode"], []).append(result)
+        """Every episode of one mode, ``eval_envs`` at a time."""
+        seeds = [int(s) for s in job["seeds"]]
+        for first in range(0, len(seeds), self.eval_envs):
+            result = run_episodes(
+                self.model,
+                self.env,
+                job["mode"],
+                seeds[first : first + self.eval_envs],
+                self.target_return,
+                self.context_len,
+                self.max_episode_steps,
+                progress=self.trainer.progress_bar_callback is not None,
+            )
+            self.results.setdefault(job["mode"], []).append(result)
 
     def on_test_epoch_end(self) -> None:
         for mode, results in self.results.items():
