@@ -135,6 +135,17 @@ class RLDataModule(L.LightningDataModule):
         self.trajectories = trajectories
         self.state_mean, self.state_std = state_statistics(trajectories)
 
+    def describe(self) -> dict[str, float | int | str]:
+        """What the policy learnt from: size and episode returns of the offline data."""
+        returns = np.array([t.total_return for t in self.trajectories])
+        return {
+            "path": str(self.data_path()),
+            "episodes": len(returns),
+            "steps": int(sum(len(t) for t in self.trajectories)),
+            "mean_return": float(returns.mean()),
+            "max_return": float(returns.max()),
+        }
+
     def train_dataloader(self) -> DataLoader:
         lengths = torch.tensor([len(t) for t in self.trajectories], dtype=torch.double)
         weights = lengths if self.compat == "default" else torch.ones_like(lengths)

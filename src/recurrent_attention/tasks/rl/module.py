@@ -106,8 +106,16 @@ class DecisionTransformerModule(TaskModule):
                 self.log(f"test/{name}_{mode}", float(value))
 
     def summary_extras(self) -> dict[str, Any]:
-        """Every episode's raw return and length per mode, and the target return, for ``summary.json``."""
+        """Every episode's raw return and length per mode, the target return and the data's returns.
+
+        ``data_mean_return`` (the offline episodes' mean return) is what a policy conditioned on a
+        high return should beat.
+        """
+        datamodule = self._trainer.datamodule if self._trainer is not None else None
+        data = datamodule.describe() if datamodule is not None and datamodule.trajectories else {}
         return {
+            "data": data,
+            "data_mean_return": data.get("mean_return"),
             "evaluation": {
                 "env": env_spec(self.env).env_id,
                 "target_return": self.target_return,
@@ -119,5 +127,5 @@ class DecisionTransformerModule(TaskModule):
                     }
                     for mode, results in self.results.items()
                 },
-            }
+            },
         }
