@@ -109,6 +109,7 @@ class RLDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.data_dir, self.mirror, self.download = data_dir, mirror, download
         self.trajectories: list[Trajectory] = []
+        self.resolved_path: Path | None = None
         self.state_mean = np.zeros(state_dim)
         self.state_std = np.ones(state_dim)
 
@@ -124,7 +125,7 @@ class RLDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.trajectories:
             return
-        path = self.data_path()
+        path = self.resolved_path = self.data_path()
         trajectories = read_trajectories(path)
         dims = trajectories[0].observations.shape[1], trajectories[0].actions.shape[1]
         if dims != (self.state_dim, self.act_dim):
@@ -139,7 +140,7 @@ class RLDataModule(L.LightningDataModule):
         """What the policy learnt from: size and episode returns of the offline data."""
         returns = np.array([t.total_return for t in self.trajectories])
         return {
-            "path": str(self.data_path()),
+            "path": str(self.resolved_path),
             "episodes": len(returns),
             "steps": int(sum(len(t) for t in self.trajectories)),
             "mean_return": float(returns.mean()),

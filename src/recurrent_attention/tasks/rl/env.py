@@ -12,6 +12,7 @@ of ``d4rl/infos.py`` (the ``-random-v0`` entries every v2 task uses).
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,9 +54,7 @@ def normalized_score(raw_return: float | np.ndarray, env: str) -> float | np.nda
 
 def make_vector_env(env: str, n_envs: int, max_episode_steps: int):
     """``n_envs`` copies in one synchronous vector env, without autoreset (each copy plays one episode)."""
-    import warnings
-
-    import gymnasium as gym
+    import gymnasium as gym  # the rl extra; imported here so configs and tables load without it
 
     spec = env_spec(env)
     with warnings.catch_warnings():

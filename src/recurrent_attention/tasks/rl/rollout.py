@@ -101,15 +101,6 @@ class RolloutResult:
     policy_seconds: float
     policy_calls: int
 
-    @property
-    def env_steps_per_second(self) -> float:
-        return sum(self.lengths) / max(self.env_seconds, 1e-9)
-
-    @property
-    def ms_per_policy_step(self) -> float:
-        """Model time of one batched step (all episodes at once), in milliseconds."""
-        return 1000.0 * self.policy_seconds / max(self.policy_calls, 1)
-
 
 def run_episodes(
     model: DecisionTransformer,
