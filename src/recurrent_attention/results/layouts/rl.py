@@ -18,6 +18,13 @@ PAPER_ENVS = {"halfcheetah": "HalfCheetah", "hopper": "Hopper", "walker2d": "Wal
 PAPER_DATASETS = {"medium": "Medium", "medium_replay": "Med-Replay", "medium_expert": "Med-Expert"}
 PAPER_MODELS = {"transformer": "Transformer", "aaren": "Aaren"}
 METRICS = ["score_window", "score_stream", "return_window", "return_stream", "length_window", "length_stream"]
+# where the evaluation time goes: model milliseconds per batched step, environment steps per second
+SPEED_METRICS = [
+    "ms_per_step_window",
+    "ms_per_step_stream",
+    "env_steps_per_s_window",
+    "env_steps_per_s_stream",
+]
 MODE_NOTE = (
     "window: the last K=20 steps re-run at every step (the Decision Transformer's evaluation); "
     "stream: the backbone state carried from the episode's first step (Aaren: constant memory; "
@@ -87,14 +94,18 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
         title = f"Decision Transformer on D4RL ({preset} preset, {compat} protocol)"
         tables.append(Table(f"aaren_rl_{preset}_{compat}", title, frame, notes))
     for (dataset, preset), part in runs[~d4rl].groupby(["dataset", "preset"], dropna=False):
-        frame = _drop_empty_paper_columns(compare(part, ["dataset"], METRICS, None, lookup, digits=1))
+        metrics = METRICS + SPEED_METRICS
+        frame = _drop_empty_paper_columns(compare(part, ["dataset"], metrics, None, lookup, digits=1))
         notes = [
             "SELF-COLLECTED data, not D4RL: no paper numbers apply. Raw return and D4RL-normalised "
             "score over 10 episodes in the real environment; mean ± sample std over seeds.",
             "data mean return: the mean return of the offline episodes the policy learnt from; "
             "a return-conditioned policy should beat it.",
             MODE_NOTE,
+            "ms_per_step: model time of one step of all 10 episodes at once; env_steps_per_s: "
+            "environment time only (one synchronous vector env).",
             *provenance(part),
+            f"command: make rl-data && python train.py experiment=aaren/rl_selfcollected (preset={preset})",
         ]
         title = f"Decision Transformer on self-collected {dataset} data ({preset} preset; not D4RL)"
         tables.append(Table(f"rl_{dataset}_{preset}", title, _with_data_returns(frame, part), notes))
