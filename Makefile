@@ -6,10 +6,10 @@ DATASETS ?= ETTh1 ETTh2 ETTm1 exchange_rate
 RA_DATA_MIRROR ?= $(wildcard ../shared/data)
 export RA_DATA_MIRROR
 
-.PHONY: setup test lint data tables results figures bench lm-cost
+.PHONY: setup test lint data rl-data tables results figures bench lm-cost
 
 setup:  ## create .venv and install the package with its test tools (torch 2.13.0 CPU build)
-	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q && .venv/bin/pip install -e ".[dev]"
+	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q && .venv/bin/pip install -e ".[dev,rl]"
 
 test:  ## the whole test suite (CPU, no network, smoke-sized)
 	$(PYTHON) -m pytest -q
@@ -19,6 +19,9 @@ lint:  ## ruff lint and format check
 
 data:  ## download and verify datasets into data/ (DATASETS="ETTh1 ptb ..." picks; RA_DATA_MIRROR reads a mirror)
 	$(PYTHON) scripts/download_data.py $(DATASETS)
+
+rl-data:  ## collect the self-made Hopper offline data (random/scripted/noisy behaviours, D4RL schema; not D4RL)
+	$(PYTHON) scripts/collect_rl_data.py --env hopper --out data/rl/hopper_selfcollected.hdf5
 
 tables:  ## tables from every run record under $(RUNS) -> outputs/tables/ (git-ignored: nothing committed changes)
 	$(PYTHON) scripts/make_tables.py --runs $(RUNS) --out outputs/tables

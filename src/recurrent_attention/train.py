@@ -135,6 +135,8 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "device": device_description(),
         "overrides": list(HydraConfig.get().overrides.task),
         "world_size": trainer.world_size,
+        # what a family reports beyond scalar metrics (RL: every episode's return and length)
+        **(module.summary_extras() if hasattr(module, "summary_extras") else {}),
     }
     if trainer.is_global_zero:
         write_summary(run_dir, record)

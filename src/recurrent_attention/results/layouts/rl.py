@@ -1,0 +1,115 @@
+"""Aaren Table 1: D4RL-normalised score per environment and dataset, Transformer vs Aaren.
+
+Runs on the 12 registered D4RL files are set beside the paper's scores (the paper evaluated the
+Decision Transformer's way, i.e. our ``window`` mode). Runs on any other data (a self-collected
+task, or ``task.datamodule.path=`` on a D4RL task) go to a separate table that says so and has no
+paper column: its numbers are not comparable with D4RL's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+
+PAPER_ENVS = {"halfcheetah": "HalfCheetah", "hopper": "Hopper", "walker2d": "Walker", "ant": "Ant"}
+PAPER_DATASETS = {"medium": "Medium", "medium_replay": "Med-Replay", "medium_expert": "Med-Expert"}
+PAPER_MODELS = {"transformer": "Transformer", "aaren": "Aaren"}
+METRICS = ["score_window", "score_stream", "return_window", "return_stream", "length_window", "length_stream"]
+# where the evaluation time goes: model milliseconds per batched step, environment steps per second
+SPEED_METRICS = [
+    "ms_per_step_window",
+    "ms_per_step_stream",
+    "env_steps_per_s_window",
+    "env_steps_per_s_stream",
+]
+MODE_NOTE = (
+    "window: the last K=20 steps re-run at every step (the Decision Transformer's evaluation); "
+    "stream: the backbone state carried from the episode's first step (Aaren: constant memory; "
+    "Transformer: a KV cache over the whole episode)."
+)
+
+
+def paper_key(dataset: str) -> tuple[str, str] | None:
+    """``hopper_medium_replay`` -> ``("Hopper", "Med-Replay")``; None for data the paper did not use."""
+    env, _, kind = dataset.partition("_")
+    if env in PAPER_ENVS and kind in PAPER_DATASETS:
+        return PAPER_ENVS[env], PAPER_DATASETS[kind]
+    return None
+
+
+def on_d4rl(row: pd.Series) -> bool:
+    """A registered D4RL dataset read from the registry, not an own file under its name.
+
+    The run's setting records ``data_path``: null for the registry's file, the path of own data.
+    """
+    own_data = pd.notna(row.get("setting.data_path"))
+    return paper_key(row["dataset"]) is not None and not own_data
+
+
+def _with_data_returns(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    if "data_mean_return" not in runs:
+        return frame
+    means = runs.groupby("dataset")["data_mean_return"].mean()
+    return frame.assign(**{"data mean return": frame["dataset"].map(means).round(1)})
+
+
+def _drop_empty_paper_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    empty = [c for c in frame if c.endswith("(paper)") and (frame[c] == "").all()]
+    return frame.drop(columns=empty)
+
+
+def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
+    runs = runs[runs["family"] == "rl"]
+    if runs.empty:
+        return []
+    reference = load_reference("aaren_rl.csv", reference_dir)
+
+    def lookup(row: dict, metric: str) -> tuple[float, float] | None:
+        key = paper_key(row["dataset"])
+        if metric != "score_window" or key is None or reference is None:
+            return None
+        hit = reference[
+            (reference["env"] == key[0])
+            & (reference["dataset"] == key[1])
+            & (reference["model"] == PAPER_MODELS.get(row["model"], row["model"]))
+        ]
+        return (float(hit["mean"].iloc[0]), float(hit["std"].iloc[0])) if len(hit) else None
+
+    d4rl = runs.apply(on_d4rl, axis=1).astype(bool)
+    tables = []
+    for (preset, compat), part in runs[d4rl].groupby(["preset", "compat"], dropna=False):
+        frame, run_notes = compare(part, ["dataset"], METRICS, reference, lookup, digits=1)
+        frame = _drop_empty_paper_columns(frame)
+        notes = [
+            "D4RL-normalised score (0 = random, 100 = D4RL expert) and raw return over 10 episodes "
+            "in the real gymnasium MuJoCo environment; mean ± sample std over seeds.",
+            MODE_NOTE,
+            "paper: Aaren Table 1 (min-decision-transformer, embedding 512, 4 heads, 4 blocks, 5 seeds).",
+            *run_notes,
+            *provenance(part),
+            f"command: python train.py experiment=aaren/rl preset={preset} task.compat={compat}",
+        ]
+        title = f"Decision Transformer on D4RL ({preset} preset, {compat} protocol)"
+        tables.append(Table(f"aaren_rl_{preset}_{compat}", title, frame, notes, part))
+    for (dataset, preset), part in runs[~d4rl].groupby(["dataset", "preset"], dropna=False):
+        metrics = METRICS + SPEED_METRICS
+        frame, run_notes = compare(part, ["dataset"], metrics, None, lookup, digits=1)
+        frame = _drop_empty_paper_columns(frame)
+        notes = [
+            "SELF-COLLECTED data, not D4RL: no paper numbers apply. Raw return and D4RL-normalised "
+            "score over 10 episodes in the real environment; mean ± sample std over seeds.",
+            "data mean return: the mean return of the offline episodes the policy learnt from; "
+            "a return-conditioned policy should beat it.",
+            MODE_NOTE,
+            "ms_per_step: model time of one step of all 10 episodes at once; env_steps_per_s: "
+            "environment time only (one synchronous vector env).",
+            *run_notes,
+            *provenance(part),
+            f"command: make rl-data && python train.py experiment=aaren/rl_selfcollected (preset={preset})",
+        ]
+        title = f"Decision Transformer on self-collected {dataset} data ({preset} preset; not D4RL)"
+        tables.append(Table(f"rl_{dataset}_{preset}", title, _with_data_returns(frame, part), notes, part))
+    return tables

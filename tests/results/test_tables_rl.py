@@ -1,0 +1,67 @@
+"""RL tables: D4RL runs beside Aaren Table 1, any other data in its own table without paper numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from recurrent_attention.results.collect import load_runs
+from recurrent_attention.results.layouts.rl import build
+from recurrent_attention.results.summary import write_summary
+
+
+def fake_run(
+    folder: Path,
+    dataset: str,
+    model: str,
+    seed: int,
+    score: float,
+    data_mean: float,
+    data_path: str | None = None,
+) -> None:
+    """A summary as train.py writes it; ``data_path`` is the own data file (None: the registry's)."""
+    write_summary(
+        folder,
+        {
+            "task": f"rl/{dataset}",
+            "family": "rl",
+            "dataset": dataset,
+            "model": model,
+            "seed": seed,
+            "preset": "cpu",
+            "setting": {"target_return": 3600, "data_path": data_path},
+            "compat": "default",
+            "metrics": {"score_window": score, "score_stream": score - 1, "return_window": 10 * score},
+            "data_mean_return": data_mean,
+            "wall_time_s": 5.0,
+            "git_commit": "abc",
+            "overrides": [f"task.datamodule.path={data_path}"] if data_path else [],
+        },
+    )
+
+
+def test_d4rl_and_own_data_tables(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for seed, score in ((1, 70.0), (2, 80.0)):
+        fake_run(runs / f"d4rl/aaren/seed{seed}", "hopper_medium", "aaren", seed, score, 1400.0)
+    # a D4RL task name with an own file: its setting names the file, so it is not D4RL
+    fake_run(runs / "own/seed1", "hopper_medium", "aaren", 1, 5.0, 50.0, data_path="x.hdf5")
+    fake_run(runs / "self/seed1", "hopper_selfcollected", "transformer", 1, 30.0, 142.3)
+    reference = tmp_path / "ref"
+    reference.mkdir()
+    pd.DataFrame(
+        [["Hopper", "Medium", "Aaren", 80.86, 4.77, True]],
+        columns=["env", "dataset", "model", "mean", "std", "bold"],
+    ).to_csv(reference / "aaren_rl.csv", index=False)
+
+    tables = {t.name: t for t in build(load_runs([runs]), reference)}
+    assert sorted(tables) == ["aaren_rl_cpu_default", "rl_hopper_medium_cpu", "rl_hopper_selfcollected_cpu"]
+    (d4rl,) = tables["aaren_rl_cpu_default"].frame.to_dict("records")
+    # mean 75, sample std sqrt((25 + 25) / 1) = 7.07
+    assert d4rl["score_window (ours)"] == "75.0 ± 7.1" and d4rl["score_window (paper)"] == "80.86 ± 4.77"
+    assert d4rl["score_stream (ours)"] == "74.0 ± 7.1" and "score_stream (paper)" not in d4rl
+    (own,) = tables["rl_hopper_selfcollected_cpu"].frame.to_dict("records")
+    assert own["data mean return"] == 142.3 and not any(k.endswith("(paper)") for k in own)
+    assert "not D4RL" in tables["rl_hopper_selfcollected_cpu"].title
+    assert tables["rl_hopper_medium_cpu"].frame["score_window (ours)"].tolist() == ["5.0"]

@@ -1,0 +1,60 @@
+"""The Decision Transformer head: causal over its interleaved tokens, for every backbone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from recurrent_attention.models.aaren import Aaren
+from recurrent_attention.models.transformer import Transformer
+from recurrent_attention.tasks.rl.head import DecisionTransformer
+
+STATE_DIM, ACT_DIM, T = 5, 3, 8
+
+
+def make_model(backbone: str, seed: int = 0) -> DecisionTransformer:
+    torch.manual_seed(seed)
+    cls = {"aaren": Aaren, "transformer": Transformer}[backbone]
+    model = DecisionTransformer(
+        cls(d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0), STATE_DIM, ACT_DIM
+    )
+    model.set_state_statistics(torch.randn(STATE_DIM), torch.rand(STATE_DIM) + 0.5)
+    return model.eval()
+
+
+def inputs(batch: int = 2, length: int = T) -> tuple[torch.Tensor, ...]:
+    returns = torch.randn(batch, length) * 1000
+    states = torch.randn(batch, length, STATE_DIM)
+    actions = torch.rand(batch, length, ACT_DIM) * 2 - 1
+    timesteps = torch.arange(length).expand(batch, -1) + 7
+    return returns, states, actions, timesteps
+
+
+@pytest.mark.parametrize("backbone", ["aaren", "transformer"])
+def test_action_at_t_never_sees_action_t_or_later(backbone: str) -> None:
+    model = make_model(backbone)
+    returns, states, actions, timesteps = inputs()
+    base = model(returns, states, actions, timesteps)
+    assert base.shape == (2, T, ACT_DIM) and base.abs().max() <= 1.0
+    t = 4
+    changed = actions.clone()
+    changed[:, t:] = -changed[:, t:] + 0.5
+    after = model(returns, states, changed, timesteps)
+    torch.testing.assert_close(after[:, : t + 1], base[:, : t + 1], rtol=0, atol=1e-6)
+    # the check can fail: the next step does read action t, and the state and return at t matter
+    assert (after[:, t + 1] - base[:, t + 1]).abs().max() > 1e-4
+    later_state = states.clone()
+    later_state[:, t + 1 :] += 3.0
+    torch.testing.assert_close(model(returns, later_state, actions, timesteps)[:, : t + 1], base[:, : t + 1])
+    own_state = states.clone()
+    own_state[:, t] += 3.0
+    assert (model(returns, own_state, actions, timesteps)[:, t] - base[:, t]).abs().max() > 1e-4
+
+
+def test_states_are_normalised_with_the_dataset_statistics() -> None:
+    model = make_model("aaren")
+    returns, states, actions, timesteps = inputs()
+    base = model(returns, states, actions, timesteps)
+    # shifting the states and the mean together leaves the normalised states, hence the actions, alone
+    model.set_state_statistics(model.state_mean + 10.0, model.state_std)
+    torch.testing.assert_close(model(returns, states + 10.0, actions, timesteps), base, atol=1e-5, rtol=0)
