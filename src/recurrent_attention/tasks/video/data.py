@@ -95,9 +95,8 @@ class SmarthomeDataModule(L.LightningDataModule):
         if protocol not in PROTOCOLS:
             raise ValueError(f"task.protocol={protocol!r}: choose one of {sorted(PROTOCOLS)}")
         if n_classes != len(PROTOCOLS[protocol].classes):
-            raise ValueError(
-                f"task.n_classes={n_classes} but protocol {protocol} has {len(PROTOCOLS[protocol].classes)} classes"
-            )
+            expected = len(PROTOCOLS[protocol].classes)
+            raise ValueError(f"task.n_classes={n_classes} but protocol {protocol} has {expected} classes")
         self.path, self.protocol = path, protocol
         self.sampling = {
             "n_frames": n_frames,

@@ -45,22 +45,24 @@ def read_frames(path: Path, wanted: list[int] | None = None) -> tuple[Tensor, in
     import av
 
     container = _open(path)
+    keep = None if wanted is None else set(wanted)
+    kept: dict[int, Tensor] = {}
+    count, last = 0, None
     try:
         with container:
-            keep = None if wanted is None else set(wanted)
-            kept: dict[int, Tensor] = {}
-            count = 0
             for count, frame in enumerate(container.decode(video=0), start=1):
+                last = frame
                 if keep is None or count - 1 in keep:
                     kept[count - 1] = torch.from_numpy(frame.to_ndarray(format="rgb24"))
     except av.FFmpegError as err:
         raise DataError(f"{path}: clip cannot be decoded ({err}); restore it from the release") from err
-    if count == 0:
+    if last is None:
         raise DataError(f"{path}: clip holds no video frames; restore it from the release or remove it")
     if wanted is None:
         return torch.stack([kept[i] for i in range(count)]), count
-    last = max(i for i in kept)
-    return torch.stack([kept[min(i, last)] for i in wanted]), count
+    if count - 1 not in kept:
+        kept[count - 1] = torch.from_numpy(last.to_ndarray(format="rgb24"))
+    return torch.stack([kept[min(i, count - 1)] for i in wanted]), count
 
 
 def frame_count(path: Path) -> int:

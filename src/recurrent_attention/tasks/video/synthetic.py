@@ -41,8 +41,8 @@ def motion_frames(
     colour = rng.uniform(170, 255, size=3)
     frames = np.empty((n_frames, size, size, 3), dtype=np.uint8)
     for t in range(n_frames):
-        row = int(round(start[0] + direction[0] * speed * t))
-        col = int(round(start[1] + direction[1] * speed * t))
+        row = round(start[0] + direction[0] * speed * t)
+        col = round(start[1] + direction[1] * speed * t)
         frame = background + rng.normal(0, 12, size=(size, size, 3))
         frame[row : row + square, col : col + square] = colour
         frames[t] = frame.clip(0, 255).astype(np.uint8)

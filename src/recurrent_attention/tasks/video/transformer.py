@@ -233,7 +233,7 @@ class TimeSformer(nn.Module):
     def embed(self, video: Tensor, first_frame: int = 0) -> Tensor:
         """Patches ``(B, S, T, D)`` with spatial and time embeddings; frames start at ``first_frame``."""
         patches = self.patch_embed(video)
-        grid = int(round(patches.shape[1] ** 0.5))
+        grid = round(patches.shape[1] ** 0.5)
         pos = self.pos_embed[0, 1:]
         if grid != self.grid:  # nearest-resized, as the official forward does for another crop
             square = pos.T.reshape(1, self.d_model, self.grid, self.grid)

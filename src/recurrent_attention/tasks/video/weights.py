@@ -53,7 +53,7 @@ def _nearest(sequence: Tensor, size: int) -> Tensor:
 def _resize_positions(pos_embed: Tensor, grid: int) -> Tensor:
     """``(1, 1 + g·g, D)`` -> ``(1, 1 + grid·grid, D)``: the class position kept, the grid nearest-resized."""
     cls, patches = pos_embed[:, :1], pos_embed[:, 1:]
-    old = int(round(patches.shape[1] ** 0.5))
+    old = round(patches.shape[1] ** 0.5)
     square = patches.transpose(1, 2).reshape(1, -1, old, old)
     resized = F.interpolate(square, size=(grid, grid), mode="nearest").flatten(2).transpose(1, 2)
     return torch.cat([cls, resized], dim=1)
@@ -113,7 +113,8 @@ def load_pretrained(model: nn.Module, path: str | Path) -> None:
         shapes + [f"missing {k}" for k in missing] + [f"unexpected {k}" for k in result.unexpected_keys]
     )
     if problems:
+        listed = ", ".join(problems[:6]) + (" ..." if len(problems) > 6 else "")
         raise DataError(
-            f"model.pretrained={path}: does not fit the model ({len(problems)} keys: {', '.join(problems[:6])}"
-            f"{' ...' if len(problems) > 6 else ''}); check model.d_model/n_layers/patch_size match the weights"
+            f"model.pretrained={path}: does not fit the model ({len(problems)} keys: {listed}); "
+            "check that model.d_model, n_layers and patch_size match the weights"
         )
