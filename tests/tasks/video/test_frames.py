@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,24 +13,32 @@ from recurrent_attention.tasks.video.frames import eval_transform, frame_count, 
 from recurrent_attention.tasks.video.synthetic import MOTIONS, motion_frames, write_mp4
 
 
-def square_columns(frames: torch.Tensor) -> list[float]:
-    """Column of the bright square's centre in each frame ``uint8 (T, H, W, 3)``."""
+def bright_area_and_row(frames: torch.Tensor) -> tuple[list[float], list[float]]:
+    """Pixels of the bright square and the row of its centre, per frame of ``uint8 (T, H, W, 3)``."""
     bright = (frames.float().mean(-1) > 140).float()
-    cols = torch.arange(frames.shape[2], dtype=torch.float32)
-    return ((bright.sum(1) * cols).sum(1) / bright.sum((1, 2))).tolist()
+    rows = torch.arange(frames.shape[1], dtype=torch.float32)
+    area = bright.sum((1, 2))
+    return area.tolist(), ((bright.sum(2) * rows).sum(1) / area).tolist()
 
 
-def test_decoded_clip_keeps_the_motion(release_folder: Path) -> None:
+def first_clip(folder: Path, activity: str) -> torch.Tensor:
+    return read_frames(next((folder / "mp4").glob(f"{activity}_*.mp4")))[0]
+
+
+def test_decoded_clips_keep_their_motion(release_folder: Path) -> None:
     enter = next((release_folder / "mp4").glob("Enter_*.mp4"))
-    leave = next((release_folder / "mp4").glob("Leave_*.mp4"))
     frames, length = read_frames(enter)
     assert frames.shape == (12, 32, 32, 3) and length == 12 == frame_count(enter)
-    right, left = square_columns(frames), square_columns(read_frames(leave)[0])
-    assert right[-1] - right[0] > 8 and left[0] - left[-1] > 8  # Enter moves right, Leave left
+    grows, _ = bright_area_and_row(frames)
+    shrinks, _ = bright_area_and_row(first_clip(release_folder, "Leave"))
+    _, up = bright_area_and_row(first_clip(release_folder, "Getup"))
+    _, down = bright_area_and_row(first_clip(release_folder, "Sitdown"))
+    assert grows[-1] > 3 * grows[0] and shrinks[0] > 3 * shrinks[-1]
+    assert up[0] - up[-1] > 8 and down[-1] - down[0] > 8
 
 
 def test_read_selected_frames_in_the_order_asked(tmp_path: Path) -> None:
-    frames = motion_frames(MOTIONS["Enter"], 10, 32, __import__("numpy").random.default_rng(1))
+    frames = motion_frames(MOTIONS["Enter"], 10, 32, np.random.default_rng(1))
     write_mp4(tmp_path / "clip.mp4", frames)
     every, _ = read_frames(tmp_path / "clip.mp4")
     picked, _ = read_frames(tmp_path / "clip.mp4", [7, 2, 2, 30])

@@ -1,12 +1,13 @@
-"""Synthetic clips in Toyota Smarthome's release layout, whose class is the direction of motion.
+"""Synthetic clips in Toyota Smarthome's release layout, whose class is a motion over time.
 
-Each clip shows a bright square on a noisy background moving steadily in one direction; the
-direction is the class, mapped onto real activity names that both protocols keep (``Enter``:
-right, ``Leave``: left, ``Getup``: up, ``Sitdown``: down). No single frame tells the class (the
-start position is random), and playing a clip backwards turns it into another class, so a model
-must use frame order. Clips are written as real H.264 mp4 files named
-``<Activity>_pSS_rRR_vVV_cCC.mp4`` over subjects and cameras from every split of CS and CV, so the
-split rules and the reader see the layout they see on the release.
+Each clip shows a bright square on a noisy background that moves steadily up or down, or grows
+or shrinks about its centre; the motion is the class, mapped onto real activity names that both
+protocols keep (``Getup``: up, ``Sitdown``: down, ``Enter``: grows as if approaching, ``Leave``:
+shrinks). No single frame tells the class (start position and size are random), and playing a
+clip backwards turns it into another class, so a model must use frame order. The motions survive
+the training augmentation (horizontal flip, scale jitter, crop), which left/right would not.
+Clips are written as real H.264 mp4 files named ``<Activity>_pSS_rRR_vVV_cCC.mp4`` over subjects
+and cameras from every split of CS and CV, so the split rules and the reader see the release layout.
 
 Run ``python -m recurrent_attention.tasks.video.synthetic OUT --per-class 12`` to write ``OUT/mp4``.
 """
@@ -18,33 +19,34 @@ from pathlib import Path
 
 import numpy as np
 
-MOTIONS = {"Enter": (0, 1), "Leave": (0, -1), "Getup": (-1, 0), "Sitdown": (1, 0)}
+MOTIONS = {"Enter": "grow", "Leave": "shrink", "Getup": "up", "Sitdown": "down"}
 # one subject from each CS split and one camera from each CV split, cycled over the clips
 SUBJECTS = {"train": (3, 4, 6, 7), "val": (19, 25), "test": (2, 10, 11, 14)}
 CAMERAS = {"train": (1,), "val": (5,), "test": (2,)}
 
 
-def motion_frames(
-    direction: tuple[int, int], n_frames: int, size: int, rng: np.random.Generator, square: int = 6
-) -> np.ndarray:
-    """``uint8 (n_frames, size, size, 3)``: a square moving along ``direction`` (rows, cols) per frame."""
-    travel = size - square
-    speed = travel / (n_frames - 1) * rng.uniform(0.6, 1.0)
-    span = speed * (n_frames - 1)
-    start = [rng.uniform(0, travel) for _ in range(2)]
-    for axis, step in enumerate(direction):
-        if step > 0:
-            start[axis] = rng.uniform(0, travel - span)
-        elif step < 0:
-            start[axis] = rng.uniform(span, travel)
+def motion_frames(motion: str, n_frames: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``uint8 (n_frames, size, size, 3)``: a square moving ``up``/``down`` or that ``grow``s/``shrink``s."""
+    small, large = size // 8, size // 2
+    progress = np.linspace(0.0, 1.0, n_frames) * rng.uniform(0.7, 1.0)
+    if motion in ("grow", "shrink"):
+        sides = small + (large - small) * (progress if motion == "grow" else 1.0 - progress)
+        centre_row = np.full(n_frames, rng.uniform(large / 2, size - large / 2))
+    else:
+        sides = np.full(n_frames, rng.uniform(size / 6, size / 4))
+        low, high = sides[0] / 2, size - sides[0] / 2
+        rows = low + (high - low) * progress
+        centre_row = rows[::-1] if motion == "up" else rows
+    centre_col = rng.uniform(large / 2, size - large / 2)
     background = rng.uniform(20, 90)
     colour = rng.uniform(170, 255, size=3)
     frames = np.empty((n_frames, size, size, 3), dtype=np.uint8)
     for t in range(n_frames):
-        row = round(start[0] + direction[0] * speed * t)
-        col = round(start[1] + direction[1] * speed * t)
+        half = sides[t] / 2
+        top, bottom = round(centre_row[t] - half), round(centre_row[t] + half)
+        left, right = round(centre_col - half), round(centre_col + half)
         frame = background + rng.normal(0, 12, size=(size, size, 3))
-        frame[row : row + square, col : col + square] = colour
+        frame[max(top, 0) : bottom, max(left, 0) : right] = colour
         frames[t] = frame.clip(0, 255).astype(np.uint8)
     return frames
 
@@ -79,7 +81,7 @@ def generate(
 
     Each clip's subject comes from the split's CS subjects and its camera from the split's CV
     cameras, so CS and CV1 both find train, validation and test clips. ``extra_activities`` adds
-    clips of other activities (e.g. ``Pour.Fromcup``, which every protocol must drop), moving right.
+    clips of other activities (e.g. ``Pour.Fromcup``, which every protocol must drop), moving up.
     """
     rng = np.random.default_rng(seed)
     out = Path(folder) / "mp4"
@@ -88,12 +90,12 @@ def generate(
     activities = [*MOTIONS, *extra_activities]
     for split in ("train", "val", "test"):
         for activity in activities:
-            direction = MOTIONS.get(activity, (0, 1))
+            motion = MOTIONS.get(activity, "up")
             for i in range(per_class):
                 subject = SUBJECTS[split][i % len(SUBJECTS[split])]
                 camera = CAMERAS[split][i % len(CAMERAS[split])]
                 path = out / clip_name(activity, subject, i, camera)
-                write_mp4(path, motion_frames(direction, n_frames, size, rng))
+                write_mp4(path, motion_frames(motion, n_frames, size, rng))
                 paths.append(path)
     return paths
 
