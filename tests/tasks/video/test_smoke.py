@@ -20,11 +20,21 @@ TINY = [
 ]
 
 
-@pytest.mark.parametrize("model", ["timesformer", "cr_vit"])
-def test_smoke_run(train_runner, release_folder: Path, tmp_path: Path, model: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "extra"),
+    [("timesformer", []), ("cr_vit", []), ("cr_vit", ["model.time_mixer=aaren", "model.rnn=ncgru"])],
+)
+def test_smoke_run(train_runner, release_folder: Path, tmp_path: Path, model: str, extra: list[str]) -> None:
     out = tmp_path / "out"
     train_runner(
-        [f"model={model}", "task=video/smarthome_cs", f"task.datamodule.path={release_folder}", *TINY], out
+        [
+            f"model={model}",
+            "task=video/smarthome_cs",
+            f"task.datamodule.path={release_folder}",
+            *TINY,
+            *extra,
+        ],
+        out,
     )
     (summary,) = read_summaries(out)
     assert summary["family"] == "video" and summary["model"] == model
