@@ -90,8 +90,8 @@ def main() -> None:
         results[name] = measure(cls(**size), size, args.classes, args.batch, args.repeats)
         r = results[name]
         print(
-            f"{name:12s} params {r['params']:>12,d}  train {r['train']:8.2f} clips/s  "
-            f"inference {r['inference']:8.2f} clips/s"
+            f"{name:12s} params {r['params']:>12,d}  train {r['train']:8.3g} clips/s  "
+            f"inference {r['inference']:8.3g} clips/s"
         )
     base, ours = results["timesformer"], results["cr_vit"]
     print(

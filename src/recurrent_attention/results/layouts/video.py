@@ -63,8 +63,9 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
         if synthetic:
             notes.insert(
                 0,
-                "SYNTHETIC data (tasks/video/synthetic.py: the class is a square's direction of motion): "
-                "not comparable with the paper's Smarthome column, shown only beside it.",
+                "SYNTHETIC data (tasks/video/synthetic.py: the class is a motion over time; balanced "
+                "classes, so mCA = top-1): not comparable with the paper's Smarthome column, "
+                "shown only beside it.",
             )
         tables.append(
             Table(f"crt_video_{dataset}_{protocol}_{preset}", title, frame, [*notes, *provenance(part)])
