@@ -1,0 +1,75 @@
+"""LightningModule for video classification: a linear head on the video transformer's features.
+
+The backbone (``model.backbone``: :class:`~.transformer.TimeSformer` or :class:`~.transformer.CRViT`)
+returns features per iteration; the head is applied to each. Training loss: cross-entropy on the
+last iteration (``iteration_loss=last``) or the mean over iterations (``mean``). Predictions come
+from the last iteration. Test clips carry several temporal views: the softmax outputs of the views
+are combined by ``view_ensemble`` (``max``, as PI-ViT; or ``mean``). Logged: ``mca``, ``acc`` (top-1)
+and ``loss`` (cross-entropy of the combined, renormalised probabilities), all per split.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
+from recurrent_attention.tasks.video.metrics import VideoTotals
+
+ITERATION_LOSSES = ("last", "mean")
+VIEW_ENSEMBLES = ("max", "mean")
+
+
+class VideoClassificationModule(ExactEvaluationModule):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        optimizer: OptimizerFactory,
+        n_classes: int,
+        head_dropout: float = 0.0,
+        iteration_loss: str = "mean",
+        view_ensemble: str = "max",
+        scheduler: SchedulerFactory | None = None,
+    ) -> None:
+        if not hasattr(backbone, "feature_dim"):
+            raise ValueError("task=video/* needs a video model: model=timesformer or model=cr_vit")
+        super().__init__(backbone, optimizer, scheduler, scheduler_interval="epoch")
+        if iteration_loss not in ITERATION_LOSSES:
+            raise ValueError(f"task.iteration_loss={iteration_loss!r}: choose one of {ITERATION_LOSSES}")
+        if view_ensemble not in VIEW_ENSEMBLES:
+            raise ValueError(f"task.view_ensemble={view_ensemble!r}: choose one of {VIEW_ENSEMBLES}")
+        self.n_classes, self.iteration_loss, self.view_ensemble = n_classes, iteration_loss, view_ensemble
+        self.head_dropout = nn.Dropout(head_dropout)
+        self.head = nn.Linear(backbone.feature_dim, n_classes)
+        nn.init.trunc_normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+        self.totals = VideoTotals(n_classes)
+
+    def forward(self, video: Tensor) -> list[Tensor]:
+        """``video (B, 3, T, H, W)`` -> logits per iteration ``[(B, K)]``."""
+        return [self.head(self.head_dropout(features)) for features in self.backbone(video)]
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        logits = self(batch["video"])
+        losses = [F.cross_entropy(each, batch["y"]) for each in logits]
+        loss = losses[-1] if self.iteration_loss == "last" else torch.stack(losses).mean()
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["y"]))
+        return loss
+
+    def probabilities(self, video: Tensor) -> Tensor:
+        """Class probabilities ``(B, K)``; a ``(B, V, 3, T, H, W)`` batch has its views combined."""
+        if video.dim() == 5:
+            return self(video)[-1].softmax(-1)
+        B, V = video.shape[:2]
+        per_view = self(video.flatten(0, 1))[-1].softmax(-1).unflatten(0, (B, V))
+        combined = per_view.amax(dim=1) if self.view_ensemble == "max" else per_view.mean(dim=1)
+        return combined / combined.sum(-1, keepdim=True)
+
+    def new_totals(self) -> VideoTotals:
+        return VideoTotals(self.n_classes)
+
+    def accumulate(self, batch: dict[str, Tensor], stage: str) -> None:
+        probabilities = self.probabilities(batch["video"]).double()
+        loss = F.nll_loss(probabilities.clamp_min(1e-12).log(), batch["y"], reduction="sum")
+        self.totals.update(probabilities.argmax(-1), batch["y"], float(loss))

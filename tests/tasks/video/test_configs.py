@@ -1,0 +1,89 @@
+"""The video configs compose with the paper's settings, and the results layout puts Table 7 beside ours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.results.collect import load_runs
+from recurrent_attention.results.layouts import video
+from recurrent_attention.results.summary import write_summary
+
+
+def composed(*overrides: str):
+    register_resolvers()
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+@pytest.mark.parametrize(
+    ("task", "classes"), [("smarthome_cs", 31), ("smarthome_cv1", 19), ("smarthome_cv2", 19)]
+)
+@pytest.mark.parametrize("model", ["timesformer", "cr_vit"])
+def test_task_composes_with_paper_settings(task: str, classes: int, model: str) -> None:
+    cfg = composed(f"task=video/{task}", f"model={model}", "preset=paper")
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.model.n_layers, cfg.model.d_ff) == (768, 12, 12, 3072)
+    assert (cfg.model.patch_size, cfg.model.drop_path, cfg.task.crop_size, cfg.task.n_frames) == (
+        16,
+        0.1,
+        224,
+        16,
+    )
+    assert cfg.task.n_classes == cfg.task.datamodule.n_classes == cfg.task.module.n_classes == classes
+    assert cfg.task.datamodule.protocol == task.removeprefix("smarthome_")
+    optimizer = cfg.task.module.optimizer
+    assert (optimizer._target_, optimizer.lr, optimizer.nesterov, optimizer.weight_decay) == (
+        "torch.optim.SGD",
+        0.005,
+        True,
+        1e-4,
+    )
+    assert list(cfg.task.module.scheduler.milestones) == [11, 14] and cfg.task.max_epochs == 15
+    assert (cfg.task.test_views, cfg.task.view_ensemble) == (10, "max")
+    if model == "cr_vit":
+        assert cfg.model.backbone._target_.endswith("CRViT") and cfg.model.rnn == "gru"
+
+
+def test_synthetic_experiment_composes() -> None:
+    cfg = composed("experiment=video/synthetic_cpu", "model=cr_vit")
+    assert (
+        cfg.task.module.optimizer._target_ == "torch.optim.AdamW" and cfg.task.dataset == "synthetic_motion"
+    )
+    assert (cfg.model.d_model, cfg.model.n_layers, cfg.task.crop_size) == (64, 2, 32)
+
+
+REFERENCE = """source,model,model_as_printed,rnn,protocol,metric,value,note
+Table 7,TimeSformer,TIMESFORMER,,CS,mCA,71.5,"marked * in table"
+Table 7,CRViT,CRViT (OURS),GRU,CS,mCA,73.4,proposed model
+Table 7,TimeSformer,TIMESFORMER,,CS,mCA,68.4,"first row of the PI-ViT ablation block (TimeSformer baseline)"
+Table 13,CRViT,CRViT - NCGRU,NCGRU,CS,mCA,72.2,
+"""
+
+
+def test_layout_puts_table_7_beside_synthetic_runs(tmp_path: Path) -> None:
+    (tmp_path / "crt_smarthome.csv").write_text(REFERENCE)
+    for model, values in (("timesformer", (60.0, 70.0)), ("cr_vit", (80.0, 90.0))):
+        for seed, value in zip((1, 2), values, strict=True):
+            record = {
+                "task": "video/smarthome_cs",
+                "family": "video",
+                "dataset": "synthetic_motion",
+                "setting": {"protocol": "cs"},
+                "preset": "cpu",
+                "compat": "default",
+                "model": model,
+                "seed": seed,
+                "metrics": {"mca": value, "acc": value + 1},
+                "wall_time_s": 10.0,
+                "git_commit": "abc",
+            }
+            write_summary(tmp_path / "runs" / f"{model}{seed}", record)
+    (table,) = video.build(load_runs([tmp_path / "runs"]), tmp_path)
+    assert "SYNTHETIC" in table.title
+    frame = table.frame.set_index("model")
+    assert frame.loc["timesformer", "mca (paper)"] == "71.50"
+    assert frame.loc["cr_vit", "mca (paper)"] == "73.40"
+    assert frame.loc["cr_vit", "mca (ours)"] == "85.0 ± 7.1" and frame.loc["cr_vit", "n"] == 2
