@@ -11,7 +11,8 @@ computed three ways that must agree:
 - :func:`attention_chunked`: the fast path. Inside a chunk of ``C`` tokens the weights are a masked
   ``C x C`` matrix (``exp(s_i - m_k)`` for ``i <= k``, ``m_k`` the true prefix max, so no weight
   overflows and the largest one is exactly 1), applied with one batched matmul; the chunks are
-  linked by a scan of their ``(m, u, w)`` summaries. O(N·C) work, all of it dense.
+  linked by a scan of their ``(m, u, w)`` summaries. O(N·C) work, all of it dense; a hand-written
+  backward (:class:`_ChunkLocalAttention`) keeps no ``C x C`` matrix between forward and backward.
 
 Every path computes in float32 (or float64 if given float64) and returns the values' dtype, so
 fp16/bf16 inputs and scores of magnitude 1e4 give no NaN or inf. Shapes: scores ``(..., N)``,
@@ -144,13 +145,79 @@ def attention_recurrent(
     return torch.stack(outputs, dim=-2).to(out_dtype), state
 
 
+class _ChunkLocalAttention(torch.autograd.Function):
+    """Outputs of every chunk row from its tokens and the state carried into the chunk.
+
+    Row ``k`` of a chunk weighs its tokens ``i <= k`` by ``exp(s_i - m_k)`` and the carry by
+    ``exp(m_carry - m_k)``, ``m_k`` being the true prefix max, so no weight overflows. Autograd
+    would keep every ``C x C`` intermediate; instead the forward keeps only the row log-normalisers
+    ``L_k`` and the backward rebuilds the probabilities ``p_ki = exp(s_i - L_k) <= 1`` in one
+    temporary: ``dv_i = sum_k p_ki g_k``, ``ds_i = v_i·dv_i - sum_k p_ki (g_k·o_k)``,
+    ``dw_carry = sum_k exp(m_carry - L_k) g_k``, ``du_carry = -sum_k exp(m_carry - L_k) (g_k·o_k)``.
+    ``m_carry`` is a stabiliser (it cancels in the outputs), so it gets no gradient.
+    Shapes: ``s (B, C)``, ``v (B, C, D)``, carry ``m, u (B,)``, ``w (B, D)``; B = all chunks.
+    """
+
+    @staticmethod
+    def forward(ctx, s: Tensor, v: Tensor, carry_m: Tensor, carry_u: Tensor, carry_w: Tensor) -> Tensor:
+        future = torch.ones(s.shape[-1], s.shape[-1], dtype=torch.bool, device=s.device).triu(1)
+        prefix_max = torch.maximum(torch.cummax(s, dim=-1).values, carry_m.unsqueeze(-1))
+        safe_max = prefix_max.masked_fill(torch.isneginf(prefix_max), 0.0)
+        weights = (s.unsqueeze(-2) - safe_max.unsqueeze(-1)).masked_fill_(future, float("-inf")).exp_()
+        carry_weight = torch.exp(carry_m.unsqueeze(-1) - safe_max)  # (B, C)
+        numerator = torch.bmm(weights, v).addcmul_(carry_weight.unsqueeze(-1), carry_w.unsqueeze(-2))
+        denominator = weights.sum(-1).addcmul_(carry_weight, carry_u.unsqueeze(-1))
+        out = numerator.div_(torch.where(denominator > 0, denominator, 1.0).unsqueeze(-1))
+        # An empty row (nothing seen, output 0) gets L = +inf: every probability in it is then 0.
+        log_norm = torch.where(denominator > 0, safe_max + denominator.log(), float("inf"))
+        ctx.save_for_backward(s, v, carry_m, out, log_norm)
+        ctx.future = future
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        s, v, carry_m, out, log_norm = ctx.saved_tensors
+        grad_out = grad_out.contiguous()  # an expanded gradient (of a sum) sends bmm to a slow loop
+        delta = (grad_out * out).sum(-1)  # g_k · o_k, (B, C)
+        # Built transposed, [i, k] = p_ki, so both products below are plain (fast) batched matmuls.
+        probs_t = s.unsqueeze(-1) - log_norm.unsqueeze(-2)
+        probs_t = probs_t.masked_fill_(ctx.future.transpose(0, 1), float("-inf")).exp_()
+        grad_v = probs_t @ grad_out
+        grad_s = (v * grad_v).sum(-1) - (probs_t @ delta.unsqueeze(-1)).squeeze(-1)
+        carry_probs = torch.exp(carry_m.unsqueeze(-1) - log_norm)  # (B, C)
+        grad_u = -(carry_probs * delta).sum(-1)
+        grad_w = (carry_probs.unsqueeze(-2) @ grad_out).squeeze(-2)
+        return grad_s, grad_v, None, grad_u, grad_w
+
+
+class _WeightedValueSum(torch.autograd.Function):
+    """``sum_i a_i v_i`` per chunk, ``a (B, C)``, ``v (B, C, D)`` -> ``(B, D)``.
+
+    Autograd's backward of this batched vector-matrix product runs as an outer-product matmul,
+    many times slower on CPU than the broadcast multiply written here.
+    """
+
+    @staticmethod
+    def forward(ctx, a: Tensor, v: Tensor) -> Tensor:
+        ctx.save_for_backward(a, v)
+        return (a.unsqueeze(-2) @ v).squeeze(-2)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor]:
+        a, v = ctx.saved_tensors
+        grad = grad.contiguous()
+        return (v @ grad.unsqueeze(-1)).squeeze(-1), a.unsqueeze(-1) * grad.unsqueeze(-2)
+
+
 def attention_chunked(
     scores: Tensor, values: Tensor, state: ScanState | None = None, chunk_size: int = 32
 ) -> tuple[Tensor, ScanState]:
     """All prefix outputs with dense intra-chunk weights and a scan over chunk summaries."""
     out_dtype = values.dtype
     scores, values, state = _as_compute(scores, values, state)
-    n = scores.shape[-1]
+    n, d = scores.shape[-1], values.shape[-1]
     c = max(1, min(chunk_size, n))
     n_chunks = -(-n // c)
     pad = n_chunks * c - n
@@ -161,11 +228,11 @@ def attention_chunked(
     s = scores.unflatten(-1, (n_chunks, c))  # (..., n_chunks, C)
     v = values.unflatten(-2, (n_chunks, c))  # (..., n_chunks, C, D)
 
-    # The stabiliser cancels exactly in w / u, so it carries no gradient.
-    local_max = torch.cummax(s.detach(), dim=-1).values  # prefix max inside each chunk
-    chunk_max = local_max[..., -1]
+    # Each chunk's summary (m, u, w); the stabiliser cancels exactly in w / u, so it carries no gradient.
+    chunk_max = s.detach().amax(-1)
     chunk_weights = torch.exp(s - torch.where(torch.isneginf(chunk_max), 0.0, chunk_max).unsqueeze(-1))
-    summaries = ScanState(chunk_max, chunk_weights.sum(-1), (chunk_weights.unsqueeze(-2) @ v).squeeze(-2))
+    chunk_sums = _WeightedValueSum.apply(chunk_weights.reshape(-1, c), v.reshape(-1, c, d)).view(*s.shape[:-1], d)
+    summaries = ScanState(chunk_max, chunk_weights.sum(-1), chunk_sums)
     inclusive = _prepend_state(_inclusive_scan(summaries), state)
     # Carry into chunk j = everything before it: the state, then chunks 0..j-1.
     carry = ScanState(
@@ -173,19 +240,10 @@ def attention_chunked(
         torch.cat([state.u.unsqueeze(-1), inclusive.u[..., :-1]], dim=-1),
         torch.cat([state.w.unsqueeze(-2), inclusive.w[..., :-1, :]], dim=-2),
     )
-
-    # Row k of a chunk weighs its tokens i <= k by exp(s_i - m_k) and the carry by exp(m_carry - m_k),
-    # m_k being the true prefix max: the carry is one more "token" (column C) whose value is carry.w.
-    prefix_max = torch.maximum(local_max, carry.m.unsqueeze(-1))  # (..., n_chunks, C)
-    safe_max = torch.where(torch.isneginf(prefix_max), 0.0, prefix_max)
-    future = torch.ones(c, c, dtype=torch.bool, device=s.device).triu(1)
-    token_logits = (s.unsqueeze(-2) - safe_max.unsqueeze(-1)).masked_fill(future, float("-inf"))
-    carry_logits = (carry.m.unsqueeze(-1) - safe_max).unsqueeze(-1)
-    weights = torch.exp(torch.cat([token_logits, carry_logits], dim=-1))  # (..., n_chunks, C, C + 1)
-    denominator = weights[..., :c].sum(-1) + weights[..., c] * carry.u.unsqueeze(-1)
-    weights = weights / torch.where(denominator > 0, denominator, 1.0).unsqueeze(-1)
-    out = weights @ torch.cat([v, carry.w.unsqueeze(-2)], dim=-2)  # (..., n_chunks, C, D)
-    out = out.flatten(-3, -2)[..., :n, :]
+    out = _ChunkLocalAttention.apply(
+        s.reshape(-1, c), v.reshape(-1, c, d), carry.m.reshape(-1), carry.u.reshape(-1), carry.w.reshape(-1, d)
+    )
+    out = out.view(*s.shape, d).flatten(-3, -2)[..., :n, :]
     return out.to(out_dtype), _last(inclusive)
 
 
