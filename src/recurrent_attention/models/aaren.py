@@ -8,7 +8,10 @@ new parameters are one ``d_model`` vector per layer. The state per layer and hea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from recurrent_attention.models.blocks import HeadProjections, LayerStack
@@ -16,7 +19,15 @@ from recurrent_attention.ops import PATHS, ScanState, attention_step, empty_stat
 
 
 class AarenAttention(nn.Module):
-    """Prefix attention from a learned query; ``path`` picks scan, recurrent or chunked."""
+    """Prefix attention from a learned query; ``path`` picks scan, recurrent or chunked.
+
+    The query is a parameter, so the scores never need the keys: per head,
+    ``s = (x W_k^T + b_k)·q / sqrt(d_head) = x·(W_k^T q) / sqrt(d_head) + b_k·q / sqrt(d_head)``,
+    a ``d_model x n_heads`` projection (:meth:`score_projection`) built from the same parameters
+    (so the gradients reach ``W_k``, ``b_k``, ``W_q``, ``b_q`` and the query exactly as before).
+    :meth:`step` applies the value and score projections as one matrix; without gradients that
+    matrix is built once and reused until a parameter changes.
+    """
 
     def __init__(self, d_model: int, n_heads: int, path: str = "chunked") -> None:
         super().__init__()
@@ -25,14 +36,65 @@ class AarenAttention(nn.Module):
         self.proj = HeadProjections(d_model, n_heads)
         self.query = nn.Parameter(torch.randn(d_model) * d_model**-0.5)
         self.path = path
+        self._step_cache: tuple[tuple[Tensor, ...], list[int], tuple[Tensor, Tensor | None]] | None = None
+        self.register_load_state_dict_post_hook(self._clear_step_cache)
+
+    def score_projection(self) -> tuple[Tensor, Tensor | None]:
+        """``(A, b)`` with scores ``(..., N, H) = x @ A + b``; ``b`` is None when ``k_proj`` has no bias."""
+        heads, d_head = self.proj.n_heads, self.proj.d_head
+        q = self.proj.q_proj(self.query).view(heads, d_head) * d_head**-0.5
+        weight = self.proj.k_proj.weight.view(heads, d_head, -1)
+        matrix = torch.einsum("hed,he->dh", weight, q)
+        bias = self.proj.k_proj.bias
+        return matrix, None if bias is None else (bias.view(heads, d_head) * q).sum(-1)
+
+    def _fused_step_projection(self) -> tuple[Tensor, Tensor | None]:
+        """One ``(d_model + H) x d_model`` weight giving values then scores, cached when no grad.
+
+        The cache holds the parameters it was built from and their version counters, so an
+        in-place update (an optimiser step, ``load_state_dict``) rebuilds it; moving the module
+        (``.to``, ``.double``) or loading with ``assign=True`` clears it.
+        """
+        if torch.is_grad_enabled():
+            return self._build_fused_projection()
+        cache = self._step_cache
+        if cache is None or cache[1] != [p._version for p in cache[0]]:
+            parameters = tuple(self.parameters())
+            cache = self._step_cache = (
+                parameters,
+                [p._version for p in parameters],
+                self._build_fused_projection(),
+            )
+        return cache[2]
+
+    def _clear_step_cache(self, *_: object) -> None:
+        self._step_cache = None
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> AarenAttention:
+        self._clear_step_cache()
+        return super()._apply(fn, recurse)
+
+    def _build_fused_projection(self) -> tuple[Tensor, Tensor | None]:
+        matrix, score_bias = self.score_projection()
+        weight = torch.cat([self.proj.v_proj.weight, matrix.t()])
+        value_bias = self.proj.v_proj.bias
+        if value_bias is None and score_bias is None:
+            return weight, None
+        if value_bias is None:
+            value_bias = score_bias.new_zeros(self.proj.v_proj.out_features)
+        if score_bias is None:
+            score_bias = value_bias.new_zeros(self.proj.n_heads)
+        return weight, torch.cat([value_bias, score_bias])
 
     def _scores_and_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Scores ``(..., H, N)`` and values ``(..., H, N, d_head)`` for tokens ``x (..., N, d_model)``."""
-        q = self.proj.q_proj(self.query).unflatten(-1, (self.proj.n_heads, self.proj.d_head))  # (H, d_head)
-        k = self.proj.split_heads(self.proj.k_proj(x))
+        matrix, bias = self.score_projection()
+        if bias is None:
+            scores = x @ matrix
+        else:
+            scores = torch.addmm(bias, x.flatten(0, -2), matrix).unflatten(0, x.shape[:-1])
         v = self.proj.split_heads(self.proj.v_proj(x))
-        scores = torch.einsum("...hnd,hd->...hn", k, q) * self.proj.d_head**-0.5
-        return scores, v
+        return scores.transpose(-1, -2), v
 
     def forward(self, x: Tensor, state: ScanState | None = None) -> tuple[Tensor, ScanState]:
         scores, v = self._scores_and_values(x)
@@ -40,9 +102,12 @@ class AarenAttention(nn.Module):
         return self.proj.merge_heads(out), state
 
     def step(self, x_t: Tensor, state: ScanState) -> tuple[Tensor, ScanState]:
-        scores, v = self._scores_and_values(x_t.unsqueeze(-2))
-        out, state = attention_step(scores[..., 0], v[..., 0, :], state)
-        return self.proj.merge_heads(out.unsqueeze(-2)).squeeze(-2), state
+        weight, bias = self._fused_step_projection()
+        projected = F.linear(x_t, weight, bias)  # (B, d_model + H): values, then scores
+        d_model = weight.shape[1]
+        values = projected[..., :d_model].unflatten(-1, (self.proj.n_heads, self.proj.d_head))
+        out, state = attention_step(projected[..., d_model:], values, state)
+        return self.proj.out_proj(out.flatten(-2)), state
 
     def init_state(
         self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None

@@ -124,12 +124,24 @@ def attention_scan(
 
 
 def attention_step(score: Tensor, value: Tensor, state: ScanState) -> tuple[Tensor, ScanState]:
-    """One token of the recurrence: ``score (...)``, ``value (..., D)`` -> output ``(..., D)``."""
+    """One token of the recurrence: ``score (...)``, ``value (..., D)`` -> output ``(..., D)``.
+
+    ``state ⊕ (score, 1, value)`` written out in a dozen element-wise ops, the per-token cost of
+    Aaren's inference. The max is clamped to the lowest finite number so that an empty state
+    meeting a score of -inf rescales by ``exp(-inf) = 0`` instead of NaN; after any finite score
+    ``u >= 1`` (the max's own weight is 1), so the read-out's clamp only turns an empty 0/0 into 0.
+    """
     out_dtype = value.dtype
     dtype = _compute_dtype(value.dtype)
-    leaf = ScanState(score.to(dtype), torch.ones_like(score, dtype=dtype), value.to(dtype))
-    new_state = combine(ScanState(*(t.to(dtype) for t in state)), leaf)
-    return _readout(new_state).to(out_dtype), new_state
+    if value.dtype != dtype or score.dtype != dtype or state.w.dtype != dtype:
+        score, value, state = score.to(dtype), value.to(dtype), ScanState(*(t.to(dtype) for t in state))
+    m = torch.maximum(state.m, score)
+    finite_m = m.clamp_min(torch.finfo(dtype).min)
+    old_scale, new_scale = torch.exp(state.m - finite_m), torch.exp(score - finite_m)
+    u = torch.addcmul(new_scale, state.u, old_scale)
+    w = torch.addcmul(value * new_scale.unsqueeze(-1), state.w, old_scale.unsqueeze(-1))
+    out = w / u.clamp_min(torch.finfo(dtype).tiny).unsqueeze(-1)
+    return out.to(out_dtype), ScanState(m, u, w)
 
 
 def attention_recurrent(
@@ -231,7 +243,9 @@ def attention_chunked(
     # Each chunk's summary (m, u, w); the stabiliser cancels exactly in w / u, so it carries no gradient.
     chunk_max = s.detach().amax(-1)
     chunk_weights = torch.exp(s - torch.where(torch.isneginf(chunk_max), 0.0, chunk_max).unsqueeze(-1))
-    chunk_sums = _WeightedValueSum.apply(chunk_weights.reshape(-1, c), v.reshape(-1, c, d)).view(*s.shape[:-1], d)
+    chunk_sums = _WeightedValueSum.apply(chunk_weights.reshape(-1, c), v.reshape(-1, c, d)).view(
+        *s.shape[:-1], d
+    )
     summaries = ScanState(chunk_max, chunk_weights.sum(-1), chunk_sums)
     inclusive = _prepend_state(_inclusive_scan(summaries), state)
     # Carry into chunk j = everything before it: the state, then chunks 0..j-1.
@@ -241,7 +255,11 @@ def attention_chunked(
         torch.cat([state.w.unsqueeze(-2), inclusive.w[..., :-1, :]], dim=-2),
     )
     out = _ChunkLocalAttention.apply(
-        s.reshape(-1, c), v.reshape(-1, c, d), carry.m.reshape(-1), carry.u.reshape(-1), carry.w.reshape(-1, d)
+        s.reshape(-1, c),
+        v.reshape(-1, c, d),
+        carry.m.reshape(-1),
+        carry.u.reshape(-1),
+        carry.w.reshape(-1, d),
     )
     out = out.view(*s.shape, d).flatten(-3, -2)[..., :n, :]
     return out.to(out_dtype), _last(inclusive)
