@@ -55,8 +55,9 @@ def test_carried_state_continues_the_sequence(path: str) -> None:
     )
 
 
-def test_final_states_agree_and_have_constant_size() -> None:
-    scores, values = random_inputs(33, 10.0, seed=4)
+@pytest.mark.parametrize("n", [20, 33, 100])
+def test_final_states_agree_and_have_constant_size(n: int) -> None:
+    scores, values = random_inputs(n, 10.0, seed=4)
     states = [PATHS[p](scores, values)[1] for p in sorted(PATHS)]
     for other in states[1:]:
         for a, b in zip(states[0], other, strict=True):

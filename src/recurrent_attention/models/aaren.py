@@ -43,8 +43,7 @@ class AarenAttention(nn.Module):
         """``(A, b)`` with scores ``(..., N, H) = x @ A + b``; ``b`` is None when ``k_proj`` has no bias."""
         heads, d_head = self.proj.n_heads, self.proj.d_head
         q = self.proj.q_proj(self.query).view(heads, d_head) * d_head**-0.5
-        weight = self.proj.k_proj.weight.view(heads, d_head, -1)
-        matrix = torch.einsum("hed,he->dh", weight, q)
+        matrix = (self.proj.k_proj.weight.view(heads, d_head, -1) * q.unsqueeze(-1)).sum(1).t()
         bias = self.proj.k_proj.bias
         return matrix, None if bias is None else (bias.view(heads, d_head) * q).sum(-1)
 

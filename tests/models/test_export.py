@@ -1,0 +1,37 @@
+"""The exported ONNX step (run by onnxruntime) equals the eager step token after token."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.models.export import OnnxStep, export_onnx, pack_state
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+
+def test_onnx_step_equals_eager_step_over_100_tokens(tmp_path) -> None:
+    torch.manual_seed(0)
+    model = Aaren(16, 4, 2, 32, dropout=0.0).eval()
+    path = export_onnx(model, tmp_path / "step.onnx")
+    onnx_step = OnnxStep(path)
+    batch = 3  # exported with batch 2: the batch size must stay free
+    x = torch.randn(100, batch, 16) * 3.0
+    state = model.init_state(batch)
+    onnx_state = tuple(t.numpy() for t in pack_state(state))
+    with torch.no_grad():
+        for x_t in x:
+            y_t, state = model.step(x_t, state)
+            onnx_y, onnx_state = onnx_step(x_t.numpy(), onnx_state)
+            np.testing.assert_allclose(onnx_y, y_t.numpy(), rtol=1e-4, atol=1e-5)
+    for eager, exported in zip(pack_state(state), onnx_state, strict=True):
+        np.testing.assert_allclose(exported, eager.numpy(), rtol=1e-4, atol=1e-5)
+    assert onnx_state[2].shape == (2, batch, 4, 4)
+
+
+def test_only_aaren_exports(tmp_path) -> None:
+    with pytest.raises(TypeError, match="only Aaren's step"):
+        export_onnx(Transformer(16, 4, 1, 32), tmp_path / "step.onnx")
