@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-d-model", type=int, default=128)
     parser.add_argument("--stream-layers", type=int, default=2)
     parser.add_argument(
-        "--train-steps", type=int, default=10, help="timed optimiser steps per family and model"
+        "--train-steps", type=int, default=30, help="timed optimiser steps per family and model"
     )
     parser.add_argument("--skip", nargs="*", default=[], choices=["operator", "steps", "export", "training"])
     parser.add_argument(
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             steps = step_rows(step_timings(models, args.contexts, args.batches, exported, progress=progress))
         training = []
         if "training" not in args.skip:
-            training = training_rows(training_timings(args.train_steps, Path(tmp), progress=progress))
+            training = training_rows(training_timings(args.train_steps, progress=progress))
     bar.close()
 
     report = {
@@ -263,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             step_table(steps) if steps else "(skipped)",
             f"## Aaren operator vs causal SDPA ({report['operator_shape']})",
             operator_table(operator) if operator else "(skipped)",
-            "## Training steps/s on each family's CPU preset (real data, Lightning Trainer, median batch)",
+            "## Training steps/s on each family's CPU preset",
+            "Real data; both models take turns on the same batches (alternating which goes first).",
             training_table(training) if training else "(skipped)",
         ]
     )
