@@ -134,7 +134,7 @@ def targets_table(report: dict) -> str:
     rows.append(_target("Aaren step spread (max/min - 1) over N, batch 1", flat, 0.10, True, ""))
     rows.append(
         _target(
-            "Aaren exported (ONNX) step µs, batch 1 (median over N)",
+            "Aaren exported (ONNX) step µs, batch 1 (median over the N)",
             sorted(fastest)[len(fastest) // 2] if fastest else None,
             60,
             True,
@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             "## Targets (issue 12)",
             targets_table(report) if operator and steps and training else "(partial run: see the tables)",
             f"## Per-token step cost ({report['stream_model']}, eval, no grad)",
-            "Median µs per `step` with N tokens already in the state (random contents of the right "
+            "Fastest µs per `step` (of 20 or more, state carried) with N tokens already in the state "
+            "(random contents of the right "
             "shape; the cost depends on shapes only). The Transformer's KV cache grows by torch.cat "
             f"each step, as the model does. Parameters: {report['params']}.",
             step_table(steps) if steps else "(skipped)",
