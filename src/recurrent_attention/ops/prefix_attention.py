@@ -122,25 +122,28 @@ def attention_scan(
     return _readout(prefixes).to(out_dtype), _last(prefixes)
 
 
-def attention_step(score: Tensor, value: Tensor, state: ScanState) -> tuple[Tensor, ScanState]:
+def attention_step(
+    score: Tensor, value: Tensor, state: ScanState, finite_scores: bool = False
+) -> tuple[Tensor, ScanState]:
     """One token of the recurrence: ``score (...)``, ``value (..., D)`` -> output ``(..., D)``.
 
     ``state ⊕ (score, 1, value)`` written out in a dozen element-wise ops, the per-token cost of
     Aaren's inference. The max is clamped to the lowest finite number so that an empty state
     meeting a score of -inf rescales by ``exp(-inf) = 0`` instead of NaN; after any finite score
     ``u >= 1`` (the max's own weight is 1), so the read-out's clamp only turns an empty 0/0 into 0.
+    ``finite_scores=True`` (scores computed from finite tokens) skips both clamps.
     """
     out_dtype = value.dtype
     dtype = _compute_dtype(value.dtype)
     if value.dtype != dtype or score.dtype != dtype or state.w.dtype != dtype:
         score, value, state = score.to(dtype), value.to(dtype), ScanState(*(t.to(dtype) for t in state))
     m = torch.maximum(state.m, score)
-    finite_m = m.clamp_min(torch.finfo(dtype).min)
+    finite_m = m if finite_scores else m.clamp_min(torch.finfo(dtype).min)
     old_scale, new_scale = torch.exp(state.m - finite_m), torch.exp(score - finite_m)
     u = torch.addcmul(new_scale, state.u, old_scale)
     w = torch.addcmul(value * new_scale.unsqueeze(-1), state.w, old_scale.unsqueeze(-1))
-    out = w / u.clamp_min(torch.finfo(dtype).tiny).unsqueeze(-1)
-    return out.to(out_dtype), ScanState(m, u, w)
+    out = w / (u if finite_scores else u.clamp_min(torch.finfo(dtype).tiny)).unsqueeze(-1)
+    return (out if out_dtype == dtype else out.to(out_dtype)), ScanState(m, u, w)
 
 
 def attention_recurrent(
