@@ -66,32 +66,42 @@ def state_at_context(model: Backbone, n: int, batch: int, seed: int = 0) -> Stat
     raise TypeError(f"no context-filled state for {type(model).__name__}")
 
 
+@dataclass
+class Runner:
+    """A step function with its own tokens and state, timed by :func:`fastest_seconds_per_step`."""
+
+    step: Callable[[object, object], tuple[object, object]]
+    tokens: list
+    state: object
+
+
 def fastest_seconds_per_step(
-    step: Callable[[object, object], tuple[object, object]],
-    tokens: list,
-    state: object,
-    budget_s: float = 0.5,
-    min_steps: int = 20,
-    cap_s: float = 5.0,
-) -> float:
-    """Run ``step`` over ``tokens`` carrying the state (after 2 untimed steps) until the budget is spent.
+    runners: dict[str, Runner], budget_s: float = 0.5, min_steps: int = 20, cap_s: float = 5.0
+) -> dict[str, float]:
+    """The fastest step of each runner, the runners taking turns one step at a time (state carried).
 
-    At least ``min_steps`` steps, unless they take over ``cap_s`` (then at least 3).
-
-    The fastest step is kept: on a machine shared with other work, every slower one measures
-    someone else's load as well (``timeit``'s reasoning).
+    Each runner gets 2 untimed steps, then at least ``min_steps`` timed ones and until it has spent
+    ``budget_s`` (but at least 3 and at most ``cap_s`` for a slow one). Turns spread a shared
+    machine's load over all runners alike, and the fastest step is the one least disturbed by
+    other work (``timeit``'s reasoning).
     """
-    for x_t in tokens[:2]:
-        _, state = step(x_t, state)
-    times: list[float] = []
-    for x_t in tokens[2:]:
-        start = time.perf_counter()
-        _, state = step(x_t, state)
-        times.append(time.perf_counter() - start)
-        spent = sum(times)
-        if (len(times) >= min_steps and spent > budget_s) or (len(times) >= 3 and spent > cap_s):
+    for runner in runners.values():
+        for x_t in runner.tokens[:2]:
+            _, runner.state = runner.step(x_t, runner.state)
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    active = dict(runners)
+    for index in range(2, max(len(r.tokens) for r in runners.values())):
+        for name, runner in list(active.items()):
+            start = time.perf_counter()
+            _, runner.state = runner.step(runner.tokens[index], runner.state)
+            times[name].append(time.perf_counter() - start)
+            spent, count = sum(times[name]), len(times[name])
+            done = (count >= min_steps and spent > budget_s) or (count >= 3 and spent > cap_s)
+            if done or index + 1 >= len(runner.tokens):
+                del active[name]
+        if not active:
             break
-    return min(times)
+    return {name: min(t) for name, t in times.items()}
 
 
 @torch.no_grad()
@@ -107,7 +117,8 @@ def step_timings(
     """µs per token (fastest step) of every model's ``step`` (and of exported Aaren steps) at each (batch, N).
 
     ``exported`` maps a name to a callable ``(x_t: ndarray, (m, u, w) ndarrays) -> (y_t, state)``
-    (see :class:`~recurrent_attention.models.export.OnnxStep`), fed the Aaren model's state.
+    (see :class:`~recurrent_attention.models.export.OnnxStep`), fed the Aaren model's state. All
+    steps at one (batch, N) take turns (:func:`fastest_seconds_per_step`).
     """
     from recurrent_attention.models.export import pack_state
 
@@ -115,6 +126,9 @@ def step_timings(
     for batch in batches:
         gen = torch.Generator().manual_seed(batch)
         for n in contexts:
+            if progress:
+                progress(f"steps B={batch} N={n}")
+            runners: dict[str, Runner] = {}
             for name, model in models.items():
                 model.eval()
                 tokens = list(torch.randn(max_steps + 2, batch, model.d_model, generator=gen))
@@ -123,20 +137,16 @@ def step_timings(
                     note = f"skipped: state of {nbytes / 2**30:.1f} GiB over the cap"
                     results.append(StepTiming(name, batch, n, None, nbytes, note))
                     continue
-                if progress:
-                    progress(f"{name} B={batch} N={n}")
                 state = state_at_context(model, n, batch)
-                seconds = fastest_seconds_per_step(model.step, tokens, state)
-                results.append(StepTiming(name, batch, n, seconds * 1e6, state_bytes(state)))
+                runners[name] = Runner(model.step, tokens, state)
                 if isinstance(model, Aaren):
                     for export_name, step in (exported or {}).items():
                         numpy_state = tuple(t.numpy() for t in pack_state(state))
-                        numpy_tokens = [t.numpy() for t in tokens]
-                        seconds = fastest_seconds_per_step(step, numpy_tokens, numpy_state)
-                        results.append(
-                            StepTiming(export_name, batch, n, seconds * 1e6, state_bytes(numpy_state))
-                        )
-                del state
+                        runners[export_name] = Runner(step, [t.numpy() for t in tokens], numpy_state)
+            sizes = {name: state_bytes(runner.state) for name, runner in runners.items()}
+            for name, seconds in fastest_seconds_per_step(runners).items():
+                results.append(StepTiming(name, batch, n, seconds * 1e6, sizes[name]))
+            del runners
     return results
 
 

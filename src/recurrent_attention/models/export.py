@@ -119,7 +119,7 @@ def load_backbone(run_dir: Path) -> Aaren:
 
 def check_and_time(backbone: Aaren, onnx_step: OnnxStep, tokens: int, seed: int = 0) -> dict[str, float]:
     """Max |exported - eager| over ``tokens`` steps at batch 1, and the fastest µs per token of each."""
-    from recurrent_attention.bench.streaming import fastest_seconds_per_step
+    from recurrent_attention.bench.streaming import Runner, fastest_seconds_per_step
 
     backbone = backbone.float().eval()
     x = torch.randn(tokens, 1, backbone.d_model, generator=torch.Generator().manual_seed(seed))
@@ -131,10 +131,12 @@ def check_and_time(backbone: Aaren, onnx_step: OnnxStep, tokens: int, seed: int 
             y_t, state = backbone.step(x_t, state)
             onnx_y, onnx_state = onnx_step(x_t.numpy(), onnx_state)
             worst = max(worst, float(np.abs(onnx_y - y_t.numpy()).max()))
-        eager_s = fastest_seconds_per_step(backbone.step, list(x), backbone.init_state(1))
-    numpy_state = tuple(t.numpy() for t in pack_state(backbone.init_state(1)))
-    onnx_s = fastest_seconds_per_step(onnx_step, [t.numpy() for t in x], numpy_state)
-    return {"max_abs_diff": worst, "eager_us": eager_s * 1e6, "onnx_us": onnx_s * 1e6}
+        runners = {
+            "eager": Runner(backbone.step, list(x), backbone.init_state(1)),
+            "onnx": Runner(onnx_step, [t.numpy() for t in x], tuple(t.numpy() for t in pack_state(state))),
+        }
+        seconds = fastest_seconds_per_step(runners)
+    return {"max_abs_diff": worst, "eager_us": seconds["eager"] * 1e6, "onnx_us": seconds["onnx"] * 1e6}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
