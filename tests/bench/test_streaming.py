@@ -28,7 +28,7 @@ def test_step_timings_skip_states_over_the_cap() -> None:
         "transformer": Transformer(16, 4, 1, 32, dropout=0.0),
         "aaren": Aaren(16, 4, 1, 32, dropout=0.0),
     }
-    rows = step_timings(models, contexts=[8, 4096], batches=[1], max_state_bytes=2**16, max_steps=25)
+    rows = step_timings(models, contexts=[8, 4096], batches=[1], max_state_bytes=2**16, max_steps=60)
     by_key = {(r.model, r.n): r for r in rows}
     assert by_key[("transformer", 4096)].us_per_token is None
     assert "skipped" in by_key[("transformer", 4096)].note

@@ -76,7 +76,7 @@ class Runner:
 
 
 def fastest_seconds_per_step(
-    runners: dict[str, Runner], budget_s: float = 0.5, min_steps: int = 20, cap_s: float = 5.0
+    runners: dict[str, Runner], budget_s: float = 2.0, min_steps: int = 50, cap_s: float = 5.0
 ) -> dict[str, float]:
     """The fastest step of each runner, the runners taking turns one step at a time (state carried).
 
@@ -111,7 +111,7 @@ def step_timings(
     batches: list[int],
     exported: dict[str, Callable] | None = None,
     max_state_bytes: int = 2**32,
-    max_steps: int = 200,
+    max_steps: int = 1000,
     progress: Callable[[str], None] | None = None,
 ) -> list[StepTiming]:
     """µs per token (fastest step) of every model's ``step`` (and of exported Aaren steps) at each (batch, N).
