@@ -257,8 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             "## Targets (issue 12)",
             targets_table(report) if operator and steps and training else "(partial run: see the tables)",
             f"## Per-token step cost ({report['stream_model']}, eval, no grad)",
-            "Fastest µs per `step` (of 50 or more over 2 s where a step is fast, state carried; "
-            "the models take turns step by step) "
+            "Fastest µs per `step` (of 50 or more over 2 s where a step is fast, state carried) "
             "with N tokens already in the state "
             "(random contents of the right "
             "shape; the cost depends on shapes only). The Transformer's KV cache grows by torch.cat "
