@@ -32,7 +32,7 @@ results:  ## rewrite the committed results/*.md, *.csv from results/runs/ (refus
 figures:  ## plots of the efficiency benchmark results
 	$(PYTHON) scripts/bench.py --plot-only --out results/bench
 
-bench:  ## operator and streaming speed/memory ratios vs SDPA / KV cache, printed and plotted
+bench:  ## ratios in one run: operator vs SDPA, per-token step (eager, ONNX) vs KV cache, training steps/s per family
 	$(PYTHON) scripts/bench.py --out results/bench
 
 lm-cost:  ## CRT Table 1 (FLOPs per forward vs formulas) and Table 6 (params, inference ms/batch) -> results/

@@ -1,4 +1,4 @@
-"""One PNG of the efficiency benchmark: operator time vs N, streaming state bytes and time vs N."""
+"""One PNG of the efficiency benchmark: operator time, per-token step cost, state size, training rate."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 
 
 def plot_bench(report: dict, path: str | Path) -> Path:
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.4))
     by_path: dict[str, list[tuple[int, float]]] = {}
     for row in report["operator"]:
         if row["seconds"] is not None:
@@ -23,32 +23,49 @@ def plot_bench(report: dict, path: str | Path) -> Path:
         yscale="log",
         xlabel="N tokens",
         ylabel="fwd+bwd seconds",
-        title=f"Aaren paths vs causal SDPA\n{report['operator_shape']}",
+        title=f"Aaren operator vs causal SDPA\n{report['operator_shape']}",
     )
-    by_model: dict[str, list[dict]] = {}
-    for row in report["streaming"]:
-        by_model.setdefault(row["model"], []).append(row)
-    for name, rows in sorted(by_model.items()):
-        ns = [r["n"] for r in rows]
-        axes[1].plot(ns, [r["state_bytes"] / 2**20 for r in rows], marker="o", label=name)
-        axes[2].plot(ns, [r["cumulative_s"] for r in rows], marker="o", label=name)
+    by_model: dict[tuple[str, int], list[dict]] = {}
+    for row in report["steps"]:
+        by_model.setdefault((row["model"], row["batch"]), []).append(row)
+    for (name, batch), rows in sorted(by_model.items()):
+        timed = [r for r in rows if r["us_per_token"] is not None]
+        style = "-" if batch == 1 else "--"
+        if timed:
+            ns, us = [r["n"] for r in timed], [r["us_per_token"] for r in timed]
+            axes[1].plot(ns, us, style, marker="o", label=f"{name}, batch {batch}")
+        axes[2].plot(
+            [r["n"] for r in rows],
+            [r["state_bytes"] / 2**20 for r in rows],
+            style,
+            marker="o",
+            label=f"{name}, batch {batch}",
+        )
     axes[1].set(
-        xscale="log", yscale="log", xlabel="tokens streamed", ylabel="state MiB", title="Streaming state size"
-    )
-    axes[2].set(
         xscale="log",
         yscale="log",
-        xlabel="tokens streamed",
-        ylabel="cumulative seconds",
-        title="Streaming time",
+        xlabel="tokens already in the state",
+        ylabel="µs per token",
+        title=f"Per-token step ({report['stream_model']})",
     )
+    axes[2].set(
+        xscale="log", yscale="log", xlabel="tokens in the state", ylabel="state MiB", title="State size"
+    )
+    training = [r for r in report["training"] if r["steps_per_s"] is not None]
+    families = sorted({r["family"] for r in training})
+    for offset, model in ((-0.2, "transformer"), (0.2, "aaren")):
+        rates = {r["family"]: r["steps_per_s"] for r in training if r["model"] == model}
+        xs = [i + offset for i, f in enumerate(families) if f in rates]
+        axes[3].bar(xs, [rates[f] for f in families if f in rates], width=0.4, label=model)
+    axes[3].set_xticks(range(len(families)), families)
+    axes[3].set(ylabel="training steps / s", title="Training rate, CPU preset (real data)")
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"{report['device']}; streaming model: {report['stream_model']}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{report['device']}; torch threads {report['threads']}", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

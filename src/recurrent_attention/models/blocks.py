@@ -26,6 +26,16 @@ class FeedForward(nn.Sequential):
             nn.Linear(d_model, d_ff), ACTIVATIONS[activation](), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
         )
 
+    def forward(self, x: Tensor) -> Tensor:
+        expand, activation, dropout, contract = self
+        hidden = activation(expand(x))
+        # In eval mode dropout is the identity: skipping the call matters for one-token steps.
+        return contract(dropout(hidden) if self.training else hidden)
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
 
 class ResidualBlock(nn.Module):
     """Mixer + feed-forward, each with dropout and a residual, post-norm (TSLib) or pre-norm (GPT).
@@ -53,13 +63,15 @@ class ResidualBlock(nn.Module):
     def _residual(
         self, x: Tensor, mixed_fn: Callable[[Tensor], tuple[Tensor, State]]
     ) -> tuple[Tensor, State]:
+        # In eval mode dropout is the identity: skipping the call matters for one-token steps.
+        dropout = self.dropout if self.training else _identity
         if self.norm_first:
             mixed, state = mixed_fn(self.norm_mix(x))
-            x = x + self.dropout(mixed)
-            return x + self.dropout(self.ff(self.norm_ff(x))), state
+            x = x + dropout(mixed)
+            return x + dropout(self.ff(self.norm_ff(x))), state
         mixed, state = mixed_fn(x)
-        x = self.norm_mix(x + self.dropout(mixed))
-        return self.norm_ff(x + self.dropout(self.ff(x))), state
+        x = self.norm_mix(x + dropout(mixed))
+        return self.norm_ff(x + dropout(self.ff(x))), state
 
     def forward(self, x: Tensor, state: State | None = None) -> tuple[Tensor, State]:
         return self._residual(x, lambda h: self.mixer(h, state))

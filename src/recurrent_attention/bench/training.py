@@ -1,0 +1,116 @@
+"""Training steps per second of each backbone on a task family's CPU preset, with its real data.
+
+The configuration is composed as ``train.py`` composes it (``task=<family>/<dataset> model=<m>
+preset=cpu``), and the real datamodule and task modules are built. One optimiser step is the
+module's ``training_step`` on a real batch, ``backward``, gradient clipping where the task sets it,
+and the optimiser's step (what Lightning's loop runs, without its bookkeeping). The two backbones
+take turns on the same batches (alternating which goes first), so a machine shared with other
+work slows both alike; the rate is one over the median step time.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import lightning as L
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from recurrent_attention.config import CONFIG_DIR, register_resolvers
+
+# One dataset per family whose files ship in the shared mirror (a small one where there is a choice).
+FAMILY_TASKS = {"tsf": "tsf/etth1", "tsc": "tsc/handwriting", "ef": "ef/mimic"}
+MODELS = ("transformer", "aaren")
+
+
+@dataclass
+class TrainingTiming:
+    family: str
+    task: str
+    model: str
+    steps_per_s: float | None  # None: skipped (see note)
+    shape: str = ""
+    note: str = ""
+
+
+def _config(task: str, model: str) -> DictConfig:
+    register_resolvers()
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        return compose("train", overrides=[f"task={task}", f"model={model}", "preset=cpu", "~logger"])
+
+
+class _Trainee:
+    """One model's task module and optimiser, stepped on a batch at a time."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        L.seed_everything(0, verbose=False)
+        self.module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone)).train()
+        optimizers = self.module.configure_optimizers()
+        self.optimizer = optimizers["optimizer"] if isinstance(optimizers, dict) else optimizers
+        self.clip = cfg.task.gradient_clip_val
+
+    def step_seconds(self, batch: object, index: int) -> float:
+        start = time.perf_counter()
+        self.optimizer.zero_grad()
+        loss = self.module.training_step(batch, index)
+        (loss["loss"] if isinstance(loss, dict) else loss).backward()
+        if self.clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip)
+        self.optimizer.step()
+        return time.perf_counter() - start
+
+
+def _batches(datamodule: L.LightningDataModule) -> Iterator[object]:
+    """Training batches, epoch after epoch (a small training set has fewer batches than steps)."""
+    while True:
+        yield from datamodule.train_dataloader()
+
+
+def family_timings(family: str, task: str, steps: int) -> list[TrainingTiming]:
+    """Both backbones on ``steps`` shared batches of ``task`` (after 2 untimed ones)."""
+    configs = {model: _config(task, model) for model in MODELS}
+    datamodule = instantiate(configs["aaren"].task.datamodule)
+    datamodule.setup("fit")
+    trainees = {model: _Trainee(cfg) for model, cfg in configs.items()}
+    seconds: dict[str, list[float]] = {model: [] for model in MODELS}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # self.log outside a Trainer warns; nothing is logged here
+        for index, batch in zip(range(steps + 2), _batches(datamodule), strict=False):
+            order = MODELS if index % 2 else MODELS[::-1]
+            for model in order:
+                elapsed = trainees[model].step_seconds(batch, index)
+                if index >= 2:
+                    seconds[model].append(elapsed)
+    m = configs["aaren"].model
+    shape = (
+        f"batch {configs['aaren'].task.batch_size}, d_model {m.d_model}, {m.n_heads} heads, "
+        f"{m.n_layers} layers, {len(seconds['aaren'])} steps"
+    )
+    return [
+        TrainingTiming(family, task, model, 1.0 / sorted(t)[len(t) // 2], shape)
+        for model, t in seconds.items()
+    ]
+
+
+def training_timings(steps: int, progress=None) -> list[TrainingTiming]:
+    """Every family; one whose data is missing is reported as skipped."""
+    from recurrent_attention.data import DataError
+
+    results = []
+    for family, task in FAMILY_TASKS.items():
+        if progress:
+            progress(f"train {task}")
+        try:
+            results += family_timings(family, task, steps)
+        except DataError as err:
+            results += [TrainingTiming(family, task, model, None, note=f"skipped: {err}") for model in MODELS]
+    return results
+
+
+def as_rows(timings: list[TrainingTiming]) -> list[dict]:
+    return [asdict(t) for t in timings]

@@ -1,0 +1,170 @@
+"""Aaren's ``step`` as a standalone graph for small devices: the state as explicit inputs and outputs.
+
+A device that streams tokens needs only the step: ``(x_t, m, u, w) -> (y_t, m', u', w')`` with
+``m, u (layers, B, heads)`` and ``w (layers, B, heads, d_head)``, a few KiB whatever the number of
+tokens seen. :func:`export_onnx` writes that graph as ONNX (torch's ``torch.export``-based exporter,
+batch size left dynamic); :class:`OnnxStep` runs it with onnxruntime. The weights are frozen into
+the graph in the form the eager no-grad step uses (values and scores from one matrix).
+``main`` is ``scripts/export_step.py``: export a trained run's backbone, check the exported step
+against the eager one token after token, and print both per-token latencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from recurrent_attention.models.aaren import Aaren
+from recurrent_attention.ops import ScanState
+
+INPUT_NAMES = ("x_t", "m", "u", "w")
+OUTPUT_NAMES = ("y_t", "m_out", "u_out", "w_out")
+
+
+def pack_state(state: list[ScanState]) -> tuple[Tensor, Tensor, Tensor]:
+    """One ``ScanState`` per layer -> stacked ``(m, u, w)``, layers first."""
+    return tuple(torch.stack(parts) for parts in zip(*state, strict=True))  # type: ignore[return-value]
+
+
+def unpack_state(m: Tensor, u: Tensor, w: Tensor) -> list[ScanState]:
+    return [ScanState(*parts) for parts in zip(m, u, w, strict=True)]
+
+
+class ExplicitStateStep(nn.Module):
+    """``backbone.step`` with tensors in and out, the form exporters and runtimes take."""
+
+    def __init__(self, backbone: Aaren) -> None:
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, x_t: Tensor, m: Tensor, u: Tensor, w: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        y_t, state = self.backbone.step(x_t, unpack_state(m, u, w))
+        return (y_t, *pack_state(state))
+
+
+def export_onnx(backbone: Aaren, path: str | Path) -> Path:
+    """Write the fp32 step of ``backbone`` (in eval mode) to ``path``; the batch size stays free."""
+    if not isinstance(backbone, Aaren):
+        raise TypeError(
+            f"only Aaren's step has a constant-size state to export, not {type(backbone).__name__}"
+        )
+    step = ExplicitStateStep(copy.deepcopy(backbone).float().eval())
+    example = (torch.zeros(2, backbone.d_model), *pack_state(backbone.init_state(2)))
+    batch = torch.export.Dim("batch")
+    dynamic = {"x_t": {0: batch}, "m": {1: batch}, "u": {1: batch}, "w": {1: batch}}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        torch.onnx.export(
+            step,
+            example,
+            str(path),
+            input_names=list(INPUT_NAMES),
+            output_names=list(OUTPUT_NAMES),
+            dynamic_shapes=dynamic,
+            dynamo=True,
+            verbose=False,
+        )
+    return path
+
+
+class OnnxStep:
+    """An exported step in onnxruntime, called like ``backbone.step`` on numpy arrays."""
+
+    def __init__(self, path: str | Path, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = threads
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+    def __call__(
+        self, x_t: np.ndarray, state: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        y_t, m, u, w = self.session.run(
+            list(OUTPUT_NAMES), dict(zip(INPUT_NAMES, (x_t, *state), strict=True))
+        )
+        return y_t, (m, u, w)
+
+
+def load_backbone(run_dir: Path) -> Aaren:
+    """The backbone of a finished ``train.py`` run, with its best (else last) checkpoint's weights."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from recurrent_attention.config import register_resolvers
+
+    config = run_dir / ".hydra" / "config.yaml"
+    checkpoints = [run_dir / "checkpoints" / name for name in ("best.ckpt", "last.ckpt")]
+    checkpoint = next((c for c in checkpoints if c.is_file()), None)
+    if not config.is_file() or checkpoint is None:
+        raise FileNotFoundError(
+            f"{run_dir} is not a finished train.py run: it needs .hydra/config.yaml and "
+            "checkpoints/best.ckpt (or last.ckpt); pass the run folder printed by train.py"
+        )
+    register_resolvers()
+    cfg = OmegaConf.load(config)
+    backbone = instantiate(cfg.model.backbone)
+    module = instantiate(cfg.task.module, backbone=backbone)
+    module.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"])
+    return backbone
+
+
+def check_and_time(backbone: Aaren, onnx_step: OnnxStep, tokens: int, seed: int = 0) -> dict[str, float]:
+    """Max |exported - eager| over ``tokens`` steps at batch 1, and the fastest µs per token of each."""
+    from recurrent_attention.bench.streaming import Runner, fastest_seconds_per_step
+
+    backbone = backbone.float().eval()
+    x = torch.randn(tokens, 1, backbone.d_model, generator=torch.Generator().manual_seed(seed))
+    state = backbone.init_state(1)
+    onnx_state = tuple(t.numpy() for t in pack_state(state))
+    worst = 0.0
+    with torch.no_grad():
+        for x_t in x:
+            y_t, state = backbone.step(x_t, state)
+            onnx_y, onnx_state = onnx_step(x_t.numpy(), onnx_state)
+            worst = max(worst, float(np.abs(onnx_y - y_t.numpy()).max()))
+        runners = {
+            "eager": Runner(backbone.step, list(x), backbone.init_state(1)),
+            "onnx": Runner(onnx_step, [t.numpy() for t in x], tuple(t.numpy() for t in pack_state(state))),
+        }
+        seconds = fastest_seconds_per_step(runners)
+    return {"max_abs_diff": worst, "eager_us": seconds["eager"] * 1e6, "onnx_us": seconds["onnx"] * 1e6}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Export Aaren's step (state as explicit inputs/outputs) to ONNX and check it."
+    )
+    parser.add_argument("run", nargs="?", type=Path, help="a train.py run folder (omit: an untrained demo)")
+    parser.add_argument("--out", type=Path, default=Path("aaren_step.onnx"))
+    parser.add_argument("--tokens", type=int, default=100, help="tokens compared against the eager step")
+    parser.add_argument("--threads", type=int, default=1, help="torch and onnxruntime threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.run is None:
+        torch.manual_seed(0)
+        backbone = Aaren(d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.0)
+    else:
+        try:
+            backbone = load_backbone(args.run)
+        except FileNotFoundError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        if not isinstance(backbone, Aaren):
+            print(f"error: {args.run} trained {type(backbone).__name__}; only Aaren exports", file=sys.stderr)
+            return 2
+    path = export_onnx(backbone, args.out)
+    result = check_and_time(backbone, OnnxStep(path, args.threads), args.tokens)
+    print(
+        f"wrote {path}; {args.tokens} tokens: max |onnx - eager| = {result['max_abs_diff']:.2e}; "
+        f"per token at batch 1: eager {result['eager_us']:.0f} µs, onnxruntime {result['onnx_us']:.0f} µs"
+    )
+    return 0 if result["max_abs_diff"] < 1e-4 else 1

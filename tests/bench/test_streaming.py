@@ -1,0 +1,36 @@
+"""The benchmark's stand-in states have exactly the shapes a real stream of N tokens leaves behind."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from recurrent_attention.bench.streaming import state_at_context, step_timings
+from recurrent_attention.models import Aaren, Transformer
+
+
+@pytest.mark.parametrize("cls", [Transformer, Aaren])
+def test_state_at_context_has_the_shapes_of_a_real_state(cls: type) -> None:
+    torch.manual_seed(0)
+    model = cls(16, 4, 2, 32, dropout=0.0).eval()
+    with torch.no_grad():
+        _, real = model(torch.randn(3, 11, 16))
+    fake = state_at_context(model, 11, 3)
+    real_leaves, fake_leaves = torch.utils._pytree.tree_leaves(real), torch.utils._pytree.tree_leaves(fake)
+    assert [t.shape for t in fake_leaves] == [t.shape for t in real_leaves]
+    assert [t.dtype for t in fake_leaves] == [t.dtype for t in real_leaves]
+    with torch.no_grad():
+        model.step(torch.randn(3, 16), fake)  # a state the step accepts
+
+
+def test_step_timings_skip_states_over_the_cap() -> None:
+    models = {
+        "transformer": Transformer(16, 4, 1, 32, dropout=0.0),
+        "aaren": Aaren(16, 4, 1, 32, dropout=0.0),
+    }
+    rows = step_timings(models, contexts=[8, 4096], batches=[1], max_state_bytes=2**16, max_steps=60)
+    by_key = {(r.model, r.n): r for r in rows}
+    assert by_key[("transformer", 4096)].us_per_token is None
+    assert "skipped" in by_key[("transformer", 4096)].note
+    assert all(by_key[("aaren", n)].us_per_token > 0 for n in (8, 4096))
+    assert by_key[("transformer", 8)].us_per_token > 0

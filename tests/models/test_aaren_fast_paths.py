@@ -1,0 +1,186 @@
+"""Aaren's fused score projection and lean step equal the explicit-key formulation they replace.
+
+The reference here is the textbook one: materialise the keys ``K = x W_k^T + b_k``, take
+``s = K q / sqrt(d_head)`` per head, and update the state with the paper's ``⊕``
+(:func:`~recurrent_attention.ops.combine`). Values and gradients must agree.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from recurrent_attention.models import Aaren
+from recurrent_attention.models.aaren import AarenAttention
+from recurrent_attention.models.blocks import LayerStack
+from recurrent_attention.ops import ScanState, attention_step, combine, empty_state
+
+D_MODEL, HEADS = 16, 4
+
+
+def explicit_scores(mixer: AarenAttention, x: torch.Tensor) -> torch.Tensor:
+    """Scores ``(..., H, N)`` from the materialised keys (the formulation before the fusion)."""
+    proj = mixer.proj
+    q = proj.q_proj(mixer.query).unflatten(-1, (proj.n_heads, proj.d_head))
+    k = proj.split_heads(proj.k_proj(x))
+    return torch.einsum("...hnd,hd->...hn", k, q) * proj.d_head**-0.5
+
+
+def combine_step(
+    score: torch.Tensor, value: torch.Tensor, state: ScanState
+) -> tuple[torch.Tensor, ScanState]:
+    """``state ⊕ (s, 1, v)`` and its read-out, as the paper writes the recurrence."""
+    new = combine(state, ScanState(score, torch.ones_like(score), value))
+    u = new.u.unsqueeze(-1)
+    return new.w / torch.where(u > 0, u, torch.ones_like(u)), new
+
+
+def make_mixer(dtype: torch.dtype, key_bias: bool = True, value_bias: bool = True) -> AarenAttention:
+    torch.manual_seed(0)
+    mixer = AarenAttention(D_MODEL, HEADS).to(dtype)
+    if not key_bias:
+        mixer.proj.k_proj.bias = None
+    if not value_bias:
+        mixer.proj.v_proj.bias = None
+    return mixer
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-6), (torch.float64, 1e-12)])
+@pytest.mark.parametrize("key_bias", [True, False])
+def test_fused_scores_and_gradients_equal_explicit_keys(
+    dtype: torch.dtype, tol: float, key_bias: bool
+) -> None:
+    mixer = make_mixer(dtype, key_bias)
+    x = torch.randn(3, 11, D_MODEL, dtype=dtype)
+    weights = torch.randn(3, HEADS, 11, dtype=dtype)
+    results = []
+    for scores_fn in (lambda: mixer._scores_and_values(x)[0], lambda: explicit_scores(mixer, x)):
+        mixer.zero_grad()
+        scores = scores_fn()
+        (scores * weights).sum().backward()
+        results.append(
+            (scores.detach(), {n: p.grad.clone() for n, p in mixer.named_parameters() if p.grad is not None})
+        )
+    (fused, fused_grads), (explicit, explicit_grads) = results
+    torch.testing.assert_close(fused, explicit, rtol=tol, atol=tol)
+    assert fused_grads.keys() == explicit_grads.keys()
+    assert {"query", "proj.q_proj.weight", "proj.k_proj.weight"} <= fused_grads.keys()
+    for name in fused_grads:
+        torch.testing.assert_close(fused_grads[name], explicit_grads[name], rtol=tol, atol=tol, msg=name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    ("key_bias", "value_bias"), [(True, True), (False, True), (True, False), (False, False)]
+)
+def test_lean_step_equals_explicit_step(dtype: torch.dtype, key_bias: bool, value_bias: bool) -> None:
+    """20 tokens through the fused, cached step vs explicit keys + ``⊕``, also under autograd."""
+    mixer = make_mixer(dtype, key_bias, value_bias).eval()
+    tol = 1e-6 if dtype == torch.float32 else 1e-12
+    x = torch.randn(20, 2, D_MODEL, dtype=dtype)
+    proj = mixer.proj
+    for grad in (False, True):
+        lean_state = reference_state = mixer.init_state(2, dtype=dtype)
+        with torch.set_grad_enabled(grad):
+            for x_t in x:
+                lean, lean_state = mixer.step(x_t, lean_state)
+                scores = explicit_scores(mixer, x_t.unsqueeze(-2))[..., 0]
+                values = proj.v_proj(x_t).unflatten(-1, (proj.n_heads, proj.d_head))
+                out, reference_state = combine_step(scores, values, reference_state)
+                reference = proj.out_proj(out.flatten(-2))
+                torch.testing.assert_close(lean, reference, rtol=tol, atol=tol)
+        for a, b in zip(lean_state, reference_state, strict=True):
+            torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def test_step_cache_follows_parameter_updates_and_conversions() -> None:
+    """An optimiser step, a state-dict load and ``.double()`` all reach the cached step projection."""
+    model = Aaren(D_MODEL, HEADS, 2, 32, dropout=0.0).eval()
+    x = torch.randn(2, D_MODEL)
+
+    def step_output(m: Aaren) -> torch.Tensor:
+        with torch.no_grad():
+            return m.step(x.to(next(m.parameters()).dtype), m.init_state(2))[0]
+
+    def fresh_output(m: Aaren) -> torch.Tensor:
+        with torch.enable_grad():  # the grad path never uses the cache
+            return m.step(x.to(next(m.parameters()).dtype), m.init_state(2))[0].detach()
+
+    before = step_output(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model(torch.randn(2, 5, D_MODEL))[0].square().sum().backward()
+    optimizer.step()
+    after = step_output(model)
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, fresh_output(model), rtol=1e-5, atol=1e-6)
+
+    other = Aaren(D_MODEL, HEADS, 2, 32, dropout=0.0).eval()
+    step_output(other)
+    other.load_state_dict(model.state_dict(), assign=True)
+    torch.testing.assert_close(step_output(other), after, rtol=1e-5, atol=1e-6)
+
+    model.double()
+    assert step_output(model).dtype == torch.float64
+    torch.testing.assert_close(step_output(model), fresh_output(model), rtol=1e-5, atol=1e-6)
+
+
+def test_attention_step_without_guards_equals_combine_on_finite_scores() -> None:
+    gen = torch.Generator().manual_seed(2)
+    scores = torch.randn(12, 2, 3, generator=gen, dtype=torch.float64) * 1e4
+    values = torch.randn(12, 2, 3, 4, generator=gen, dtype=torch.float64)
+    lean_state = reference_state = empty_state((2, 3), 4, dtype=torch.float64)
+    for s, v in zip(scores, values, strict=True):
+        lean, lean_state = attention_step(s, v, lean_state, finite_scores=True)
+        reference, reference_state = combine_step(s, v, reference_state)
+        torch.testing.assert_close(lean, reference, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_attention_step_equals_combine(dtype: torch.dtype) -> None:
+    """The written-out update against ``⊕``, with scores of 1e4 and -inf (empty prefixes)."""
+    gen = torch.Generator().manual_seed(1)
+    scores = (torch.randn(12, 2, 3, generator=gen, dtype=torch.float64) * 1e4).to(dtype)
+    scores[:3, 0] = float("-inf")
+    values = torch.randn(12, 2, 3, 4, generator=gen, dtype=torch.float64).to(dtype)
+    compute = torch.float64 if dtype == torch.float64 else torch.float32
+    lean_state = reference_state = empty_state((2, 3), 4, dtype=compute)
+    for s, v in zip(scores, values, strict=True):
+        lean, lean_state = attention_step(s, v, lean_state)
+        reference, reference_state = combine_step(s.to(compute), v.to(compute), reference_state)
+        assert lean.dtype == dtype and torch.isfinite(lean).all()
+        torch.testing.assert_close(lean, reference.to(dtype), rtol=0, atol=1e-12)
+    for a, b in zip(lean_state, reference_state, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"norm_first": True},
+        {"activation": "relu", "final_norm": False},
+        {"norm_first": True, "no_bias": True},
+        # THP's encoder as the EF task builds it: Q/K/V without bias, LayerNorm eps 1e-6, no final norm
+        {"qkv_bias": False, "norm_eps": 1e-6, "final_norm": False},
+    ],
+)
+def test_inference_step_equals_the_generic_block_step(options: dict) -> None:
+    """Aaren's flat eval/no-grad step against LayerStack's block-by-block step, 20 tokens in fp64."""
+    options = dict(options)
+    no_bias = options.pop("no_bias", False)
+    torch.manual_seed(0)
+    model = Aaren(D_MODEL, HEADS, 2, 32, dropout=0.3, **options).double().eval()
+    if no_bias:
+        for block in model.blocks:
+            for linear in (block.mixer.proj.k_proj, block.mixer.proj.v_proj, block.mixer.proj.out_proj):
+                linear.bias = None
+    x = torch.randn(20, 3, D_MODEL, dtype=torch.float64)
+    fast_state = generic_state = model.init_state(3, dtype=torch.float64)
+    with torch.no_grad():
+        for x_t in x:
+            fast, fast_state = model.step(x_t, fast_state)
+            generic, generic_state = LayerStack.step(model, x_t, generic_state)
+            torch.testing.assert_close(fast, generic, rtol=1e-12, atol=1e-12)
+    for a, b in zip(fast_state, generic_state, strict=True):
+        for ta, tb in zip(a, b, strict=True):
+            torch.testing.assert_close(ta, tb, rtol=1e-12, atol=1e-12)
