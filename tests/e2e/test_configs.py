@@ -14,21 +14,33 @@ from recurrent_attention.config_checks import check_config
 register_resolvers()
 
 
-def options(group: str) -> list[str]:
-    """Selectable options of a config group, as ``task=<option>`` spells them."""
+def options(group: str, depth: int) -> list[str]:
+    """Selectable options of a config group, as ``task=<option>`` spells them.
+
+    ``depth`` counts the path parts of an option (``tsf/etth1``: 2), so that a nested group such as
+    ``task/video/optimizer`` is not taken for a task.
+    """
     return sorted(
         str(p.relative_to(CONFIG_DIR / group).with_suffix(""))
         for p in (CONFIG_DIR / group).rglob("*.yaml")
-        if not p.name.startswith("_")
+        if not p.name.startswith("_") and len(p.relative_to(CONFIG_DIR / group).parts) == depth
     )
 
 
-TASKS = options("task")
-MODELS = options("model")
+TASKS = options("task", 2)
+MODELS = options("model", 1)
+# Whole video transformers owned by the video family: they take their clip sizes from a video task.
+VIDEO_MODELS = {"timesformer", "cr_vit"}
 FIRST_TASK_OF_FAMILY = {task.split("/")[0]: task for task in reversed(TASKS)}
-# Every task with Aaren, and every backbone with one task of each family.
+# Every task with Aaren, and every backbone with one task of each family it serves.
 PAIRS = sorted(
-    {(task, "aaren") for task in TASKS} | {(t, m) for t in FIRST_TASK_OF_FAMILY.values() for m in MODELS}
+    {(task, "aaren") for task in TASKS}
+    | {
+        (t, m)
+        for family, t in FIRST_TASK_OF_FAMILY.items()
+        for m in MODELS
+        if family == "video" or m not in VIDEO_MODELS
+    }
 )
 
 
