@@ -95,3 +95,18 @@ def test_train_py_stops_on_a_bad_value_with_one_line(tmp_path) -> None:
     assert proc.returncode == 2
     assert "model.n_heads=0 is not allowed" in proc.stderr and "Traceback" not in proc.stderr
     assert not list(tmp_path.rglob("summary.json"))
+
+
+def test_a_model_that_does_not_fit_the_task_is_one_line(tmp_path) -> None:
+    """A video transformer reads its clip size from a video task: with a TSF task, one line, exit 2."""
+    from tests.conftest import run_train
+
+    proc = run_train(["preset=smoke", "model=timesformer", "task=tsf/etth1"], tmp_path, check=False)
+    assert proc.returncode == 2
+    assert "model.backbone.img_size does not resolve" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unresolvable_config_is_a_config_error() -> None:
+    cfg = composed("task=tsf/etth1", "model=timesformer")
+    with pytest.raises(ConfigError, match=r"task\.crop_size"):
+        check_config(cfg)

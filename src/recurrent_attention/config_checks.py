@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 
 from recurrent_attention.models.blocks import ACTIVATIONS
 from recurrent_attention.ops import PATHS
@@ -136,11 +136,26 @@ def _interpolated(cfg: DictConfig, key: str) -> bool:
     return OmegaConf.is_interpolation(node, leaf)
 
 
+def require_resolvable(cfg: DictConfig) -> None:
+    """Every ``${...}`` resolves, or one :class:`ConfigError` line names the key that does not.
+
+    A model and a task that do not fit together (``model=timesformer`` with a TSF task, whose
+    clip sizes it reads) or a mistyped interpolation would otherwise stop in an OmegaConf traceback.
+    """
+    try:
+        OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None) or "the config"
+        raise ConfigError(
+            f"{key} does not resolve: {str(err).splitlines()[0]} (does this model=... fit this task=...?)"
+        ) from None
+
+
 def check_config(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` on the first value a run would crash on or silently misuse.
 
     A bad value copied by interpolation fails at several keys; the message names the one it was
-    set at, not a copy.
+    set at, not a copy. Last, every other interpolation must resolve (:func:`require_resolvable`).
     """
     failures = [
         (key, value, rule)
@@ -159,3 +174,4 @@ def check_config(cfg: DictConfig) -> None:
             f"model.d_model={d_model} is not divisible by model.n_heads={n_heads}: "
             "use a d_model that is a multiple of n_heads"
         )
+    require_resolvable(cfg)

@@ -145,8 +145,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
 
 
 def run_in_folder(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
-    """Check the config, skip a finished run or start clean on ``force``; then run (lock held)."""
-    check_config(cfg)
+    """Skip a finished run, or start clean on ``force``; then run. The caller holds the lock."""
     if cfg.force:
         aside = set_aside_previous_run(run_dir, hydra_log=f"{HydraConfig.get().job.name}.log")
         if aside:
@@ -160,10 +159,14 @@ def run_in_folder(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> d
 @hydra.main(config_path=str(CONFIG_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> dict[str, Any] | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    try:
+        check_config(cfg)  # before the identity below, which resolves the whole config
+    except ConfigError as err:
+        return _stop(err, run_dir, multirun, EXIT_BAD_INPUT)
     identity = identity_record(cfg)
     if rank_zero_only.rank != 0:  # a DDP worker process: rank 0 owns the folder
         return run(cfg, run_dir, identity)
-    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         with RunLock(run_dir):
             return run_in_folder(cfg, run_dir, identity)
@@ -176,7 +179,7 @@ def main(cfg: DictConfig) -> dict[str, Any] | None:
             file=sys.stderr,
         )
         sys.exit(EXIT_INTERRUPTED)
-    except (ConfigError, DataError, NonFiniteMetricError) as err:
+    except (DataError, NonFiniteMetricError) as err:
         _record_failure(run_dir, identity, err)
         code = EXIT_RUN_FAILED if isinstance(err, NonFiniteMetricError) else EXIT_BAD_INPUT
         return _stop(err, run_dir, multirun, code)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
 
 HASH_LENGTH = 12
 # Dotted keys that do not change a run's result.
@@ -87,9 +88,20 @@ def run_ids(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, str]:
     return {"run_id": content_hash(content), "config_id": content_hash(without_seed)}
 
 
+UNRESOLVED_ID = "unresolved"
+
+
 def run_id_resolver(*, _root_: DictConfig) -> str:
-    """``${ra.run_id:}``: the run's hash, for ``hydra.run.dir`` and ``hydra.sweep.subdir``."""
-    return run_ids(_root_, OmegaConf.to_container(_root_.hydra.runtime.choices))["run_id"]
+    """``${ra.run_id:}``: the run's hash, for ``hydra.run.dir`` and ``hydra.sweep.subdir``.
+
+    A config that does not resolve gets the folder ``...-unresolved``, so that the app starts and
+    ``train.py`` can stop with one line naming the key (``config_checks.require_resolvable``)
+    instead of Hydra failing to format an OmegaConf traceback.
+    """
+    try:
+        return run_ids(_root_, OmegaConf.to_container(_root_.hydra.runtime.choices))["run_id"]
+    except OmegaConfBaseException:
+        return UNRESOLVED_ID
 
 
 def run_ids_of_folder(run_dir: str | Path) -> dict[str, str]:
