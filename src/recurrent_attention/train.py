@@ -12,7 +12,6 @@ go on and the sweep exits non-zero listing the failures (``runs.sweep``).
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 import traceback
@@ -31,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.config_checks import ConfigError, check_config
 from recurrent_attention.data import DataError
-from recurrent_attention.results.collect import FAILED_NAME
+from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
     SUMMARY_NAME,
     atomic_write_text,
@@ -98,10 +97,10 @@ def identity_record(cfg: DictConfig) -> dict[str, Any]:
 
 def finite_metrics(tested: list[dict[str, float]], run_dir: Path) -> dict[str, float]:
     metrics = {k.removeprefix("test/"): float(v) for k, v in (tested[0] if tested else {}).items()}
-    bad = {k: v for k, v in metrics.items() if not math.isfinite(v)}
+    bad = non_finite_metrics(metrics)
     if bad:
         raise NonFiniteMetricError(
-            f"test metric(s) {bad} in {run_dir}: the run diverged; lower task.lr or check the data"
+            f"test metric(s) {', '.join(bad)} in {run_dir}: the run diverged; lower task.lr or check the data"
         )
     return metrics
 

@@ -3,6 +3,7 @@
 from recurrent_attention.data.download import (
     DataError,
     describe_origin,
+    own_or_registered,
     resolve_file,
     resolve_source,
     sha256sum,
@@ -14,6 +15,7 @@ __all__ = [
     "Source",
     "describe_origin",
     "get_source",
+    "own_or_registered",
     "registry",
     "resolve_file",
     "resolve_source",

@@ -183,6 +183,21 @@ def _network_route(source: Source, f: SourceFile) -> str:
     return source.archives[f.archive].url if f.archive is not None else f.url or source.name
 
 
+def own_or_registered(
+    own: str | Path | None,
+    source_name: str | None,
+    key: str,
+    data_dir: str | Path = "data",
+    mirror: str | Path | None = None,
+    download: bool = True,
+) -> Path:
+    """The user's own file or folder (``task.datamodule.path``, read as given, no checksum) when
+    set; otherwise the registered source's verified file (:func:`resolve_file`)."""
+    if own is not None:
+        return Path(own)
+    return resolve_file(source_name, key, data_dir, mirror, download)
+
+
 def resolve_file(
     source_name: str,
     key: str,

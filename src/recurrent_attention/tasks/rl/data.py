@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 
-from recurrent_attention.data import DataError, resolve_file
+from recurrent_attention.data import DataError, own_or_registered
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.rl.formats import Trajectory, read_trajectories
 from recurrent_attention.tasks.rl.rollout import MODES
@@ -115,9 +115,7 @@ class RLDataModule(L.LightningDataModule):
 
     def data_path(self) -> Path:
         """An own file or folder wins; otherwise the registry resolves and verifies the D4RL file."""
-        if self.path is not None:
-            return Path(self.path)
-        return resolve_file(self.source, "data", self.data_dir, self.mirror, self.download)
+        return own_or_registered(self.path, self.source, "data", self.data_dir, self.mirror, self.download)
 
     def prepare_data(self) -> None:
         self.data_path()

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import DataError, resolve_file
+from recurrent_attention.data import DataError, own_or_registered
 from recurrent_attention.data.checks import reading, require_finite, require_scalable
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.tsf.timefeatures import time_features
@@ -185,9 +185,7 @@ class TSFDataModule(L.LightningDataModule):
 
     def csv_path(self) -> Path:
         """An explicit ``path`` wins (own data); otherwise the registry resolves and verifies the file."""
-        if self.path is not None:
-            return Path(self.path)
-        return resolve_file(self.source, "csv", self.data_dir, self.mirror, self.download)
+        return own_or_registered(self.path, self.source, "csv", self.data_dir, self.mirror, self.download)
 
     def prepare_data(self) -> None:
         self.csv_path()
