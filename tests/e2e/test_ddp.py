@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from recurrent_attention.config import register_resolvers
 from tests.conftest import read_summaries, run_train
 from tests.tasks.tsc.conftest import random_problem, write_pair
-from tests.tasks.tsf.test_data import write_ett_csv
+from tests.tasks.tsf.test_data import own_csv_run
 
 DDP = ["trainer=ddp", "preset=smoke", "trainer.limit_val_batches=1.0", "trainer.limit_test_batches=1.0"]
 
@@ -50,21 +50,8 @@ def assert_same_as_one_process(output_dir: Path) -> None:
 
 
 def test_forecasting_metrics_under_ddp_equal_one_process(tmp_path: Path) -> None:
-    csv = tmp_path / "own.csv"
-    write_ett_csv(csv, 240)  # custom layout: the last 20 %, 48 rows, give 48 - 8 + 1 = 41 test windows
     out = tmp_path / "out"
-    run_train(
-        [
-            "task=tsf/etth1",
-            "task.layout=custom",
-            "task.n_channels=7",
-            f"task.datamodule.path={csv}",
-            "task.seq_len=16",
-            "task.pred_len=8",
-            *DDP,
-        ],
-        out,
-    )
+    run_train([*own_csv_run(tmp_path), *DDP], out)  # 41 test windows: an odd count
     assert_same_as_one_process(out)
 
 

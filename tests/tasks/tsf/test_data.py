@@ -24,6 +24,23 @@ def write_ett_csv(path: Path, n_rows: int, freq: str = "h", seed: int = 0) -> pd
     return frame
 
 
+def own_csv_run(folder: Path, n_rows: int = 240) -> list[str]:
+    """Overrides for a small TSF run on an own CSV (custom 70/10/20 layout, input 16, horizon 8).
+
+    240 rows leave 48 test rows, so 48 - 8 + 1 = 41 test windows: an odd count.
+    """
+    csv = folder / "own.csv"
+    write_ett_csv(csv, n_rows)
+    return [
+        "task=tsf/etth1",
+        "task.layout=custom",
+        "task.n_channels=7",
+        f"task.datamodule.path={csv}",
+        "task.seq_len=16",
+        "task.pred_len=8",
+    ]
+
+
 def test_ett_hour_borders_are_twelve_four_four_months() -> None:
     assert split_borders(17420, 96, "ett_hour") == [(0, 8640), (8640 - 96, 11520), (11520 - 96, 14400)]
     assert split_borders(69680, 96, "ett_minute") == [(0, 34560), (34560 - 96, 46080), (46080 - 96, 57600)]
