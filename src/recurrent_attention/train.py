@@ -178,7 +178,7 @@ def main(cfg: DictConfig) -> dict[str, Any] | None:
             file=sys.stderr,
         )
         sys.exit(EXIT_INTERRUPTED)
-    except (DataError, NonFiniteMetricError) as err:
+    except (ConfigError, DataError, NonFiniteMetricError) as err:
         _record_failure(run_dir, identity, err)
         code = EXIT_RUN_FAILED if isinstance(err, NonFiniteMetricError) else EXIT_BAD_INPUT
         return _stop(err, run_dir, multirun, code)

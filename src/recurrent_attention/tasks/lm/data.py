@@ -25,6 +25,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from recurrent_attention.config_checks import ConfigError
 from recurrent_attention.data import DataError, describe_origin, resolve_file
 from recurrent_attention.data.checks import reading
 from recurrent_attention.tasks.base import distributed_world, make_loader
@@ -191,7 +192,7 @@ class LMDataModule(L.LightningDataModule):
             )
         rank, world = distributed_world()
         if self.eval_batch_size % world:
-            raise ValueError(
+            raise ConfigError(
                 f"task.eval_batch_size={self.eval_batch_size} streams cannot be shared by {world} "
                 "processes: make it a multiple of the number of devices"
             )
