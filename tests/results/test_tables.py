@@ -159,6 +159,23 @@ def test_footer_states_the_seeds_rows_have(tmp_path: Path, reference: Path) -> N
     assert any("seed=1,2,4 " in n for n in notes if n.startswith("command:"))
 
 
+def test_command_names_every_horizon_and_the_overrides_it_needs(tmp_path: Path, reference: Path) -> None:
+    """A table over horizons 96 and 192 with an epoch cap must say so in its command line."""
+    runs = tmp_path / "runs"
+    for horizon in (96, 192):
+        summary(
+            runs / f"h{horizon}",
+            1,
+            {"mse": 0.4, "mae": 0.5},
+            extra=[f"task.pred_len={horizon}", "task.train_epochs=1"],
+            setting={"horizon": horizon},
+        )
+    _, notes = rows_of(runs, reference)
+    (command,) = [n for n in notes if n.startswith("command:")]
+    assert "task.pred_len=96,192 " in command and command.endswith("plus the overrides above")
+    assert "ETTh1 overrides: task.train_epochs=1" in notes
+
+
 def test_unreadable_record_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "runs" / "x" / "summary.json"
     bad.parent.mkdir(parents=True)

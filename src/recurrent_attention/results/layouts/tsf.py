@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import Table, compare, load_reference, provenance, seed_arg
+from recurrent_attention.results.tables import (
+    Table,
+    compare,
+    load_reference,
+    override_notes,
+    provenance,
+    seed_arg,
+)
 
 # Our dataset names (registry sources) -> the paper's row labels.
 PAPER_NAMES = {
@@ -41,14 +48,18 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
     for (preset, compat), part in runs.groupby(["preset", "compat"], dropna=False):
         frame, run_notes = compare(part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup)
         frame = frame.rename(columns={"setting.horizon": "horizon"})
+        overrides = override_notes(part, by="dataset", hide=("task.pred_len",))
+        horizons = ",".join(str(h) for h in sorted(part["setting.horizon"].dropna().astype(int).unique()))
         notes = [
             "MSE/MAE on the standardised scale over every test window (input 96); "
             "mean ± sample std over seeds.",
             "paper: Aaren Table 5 (TSLib settings, 5 seeds).",
             *run_notes,
+            *overrides,
             *provenance(part),
             f"command: python train.py -m model=transformer,aaren task=tsf/<dataset> seed={seed_arg(part)} "
-            f"preset={preset} task.compat={compat}",
+            f"task.pred_len={horizons} preset={preset} task.compat={compat}"
+            + (" plus the overrides above" if overrides else ""),
         ]
         tables.append(
             Table(
