@@ -225,10 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         exported = {}
         if "export" not in args.skip:
-            from recurrent_attention.models.export import OnnxStep, export_onnx
+            from recurrent_attention.models.export import OnnxStream, export_onnx, stream_step
 
             progress("export onnx")
-            exported["aaren_onnx"] = OnnxStep(export_onnx(models["aaren"], Path(tmp) / "step.onnx"))
+            path = export_onnx(models["aaren"], Path(tmp) / "step.onnx")
+            exported["aaren_onnx"] = lambda state, path=path: stream_step(OnnxStream(path, state))
         steps = []
         if "steps" not in args.skip:
             steps = step_rows(step_timings(models, args.contexts, args.batches, exported, progress=progress))

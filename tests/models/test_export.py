@@ -13,7 +13,14 @@ from omegaconf import OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.models import Aaren, Transformer
-from recurrent_attention.models.export import OnnxStep, export_onnx, load_backbone, main, pack_state
+from recurrent_attention.models.export import (
+    OnnxStep,
+    OnnxStream,
+    export_onnx,
+    load_backbone,
+    main,
+    pack_state,
+)
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -36,6 +43,23 @@ def test_onnx_step_equals_eager_step_over_100_tokens(tmp_path) -> None:
     for eager, exported in zip(pack_state(state), onnx_state, strict=True):
         np.testing.assert_allclose(exported, eager.numpy(), rtol=1e-4, atol=1e-5)
     assert onnx_state[2].shape == (2, batch, 4, 4)
+
+
+def test_onnx_stream_keeps_the_state_and_equals_eager_step_over_100_tokens(tmp_path) -> None:
+    """The IO-bound stream swaps two state buffers: every token must read the state the last one wrote."""
+    torch.manual_seed(0)
+    model = Aaren(16, 4, 2, 32, dropout=0.0).eval()
+    path = export_onnx(model, tmp_path / "step.onnx")
+    batch = 3
+    x = torch.randn(100, batch, 16) * 3.0
+    state = model.init_state(batch)
+    stream = OnnxStream(path, tuple(t.numpy() for t in pack_state(state)))
+    with torch.no_grad():
+        for x_t in x:
+            y_t, state = model.step(x_t, state)
+            np.testing.assert_allclose(stream.push(x_t.numpy()), y_t.numpy(), rtol=1e-4, atol=1e-5)
+    for eager, exported in zip(pack_state(state), stream.state, strict=True):
+        np.testing.assert_allclose(exported, eager.numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_only_aaren_exports(tmp_path) -> None:

@@ -107,16 +107,17 @@ def step_timings(
     models: dict[str, Backbone],
     contexts: list[int],
     batches: list[int],
-    exported: dict[str, Callable] | None = None,
+    exported: dict[str, Callable[[tuple], Callable]] | None = None,
     max_state_bytes: int = 2**32,
     max_steps: int = 1000,
     progress: Callable[[str], None] | None = None,
 ) -> list[StepTiming]:
     """µs per token (fastest step) of every model's ``step`` (and of exported Aaren steps) at each (batch, N).
 
-    ``exported`` maps a name to a callable ``(x_t: ndarray, (m, u, w) ndarrays) -> (y_t, state)``
-    (see :class:`~recurrent_attention.models.export.OnnxStep`), fed the Aaren model's state
-    (timed by :func:`fastest_seconds_per_step`).
+    ``exported`` maps a name to a function from the Aaren model's state ``(m, u, w)`` (numpy) to a
+    step ``(x_t: ndarray, state) -> (y_t, state)`` starting from it (e.g. an
+    :class:`~recurrent_attention.models.export.OnnxStream` wrapped by ``stream_step``), timed by
+    :func:`fastest_seconds_per_step`.
     """
     from recurrent_attention.models.export import pack_state
 
@@ -138,9 +139,11 @@ def step_timings(
                 state = state_at_context(model, n, batch)
                 runners[name] = Runner(model.step, tokens, state)
                 if isinstance(model, Aaren):
-                    for export_name, step in (exported or {}).items():
+                    for export_name, start in (exported or {}).items():
                         numpy_state = tuple(t.numpy() for t in pack_state(state))
-                        runners[export_name] = Runner(step, [t.numpy() for t in tokens], numpy_state)
+                        runners[export_name] = Runner(
+                            start(numpy_state), [t.numpy() for t in tokens], numpy_state
+                        )
             sizes = {name: state_bytes(runner.state) for name, runner in runners.items()}
             for name, seconds in fastest_seconds_per_step(runners).items():
                 results.append(StepTiming(name, batch, n, seconds * 1e6, sizes[name]))
