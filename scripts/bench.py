@@ -258,13 +258,14 @@ def main(argv: list[str] | None = None) -> int:
             "## Targets (issue 12)",
             targets_table(report) if operator and steps and training else "(partial run: see the tables)",
             f"## Per-token step cost ({report['stream_model']}, eval, no grad)",
-            "Fastest µs per `step` (of 50 or more over 2 s where a step is fast, state carried) "
-            "with N tokens already in the state "
+            "Fastest µs per `step` over 3 rounds of the whole grid (each round: 50 or more steps "
+            "over 0.7 s where a step is fast, state carried) with N tokens already in the state "
             "(random contents of the right "
             "shape; the cost depends on shapes only). The Transformer's KV cache grows by torch.cat "
             f"each step, as the model does. Parameters: {report['params']}.",
             step_table(steps) if steps else "(skipped)",
             f"## Aaren operator vs causal SDPA ({report['operator_shape']})",
+            "Fastest of at least 3 forward+backward calls (after one warm-up) of each.",
             operator_table(operator) if operator else "(skipped)",
             "## Training steps/s on each family's CPU preset",
             "Real data; both models take turns on the same batches (alternating which goes first).",

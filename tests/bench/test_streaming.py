@@ -28,8 +28,11 @@ def test_step_timings_skip_states_over_the_cap() -> None:
         "transformer": Transformer(16, 4, 1, 32, dropout=0.0),
         "aaren": Aaren(16, 4, 1, 32, dropout=0.0),
     }
-    rows = step_timings(models, contexts=[8, 4096], batches=[1], max_state_bytes=2**16, max_steps=60)
+    rows = step_timings(
+        models, contexts=[8, 4096], batches=[1], max_state_bytes=2**16, max_steps=60, rounds=2, budget_s=0.05
+    )
     by_key = {(r.model, r.n): r for r in rows}
+    assert len(rows) == len(by_key) == 4  # one row per cell, whatever the number of rounds
     assert by_key[("transformer", 4096)].us_per_token is None
     assert "skipped" in by_key[("transformer", 4096)].note
     assert all(by_key[("aaren", n)].us_per_token > 0 for n in (8, 4096))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from functools import partial
+
 import pytest
 import torch
 
@@ -13,6 +16,19 @@ from recurrent_attention.ops import (
     attention_step,
     empty_state,
 )
+
+# The module, not the function of the same name that recurrent_attention.ops exports.
+prefix_attention_module = importlib.import_module("recurrent_attention.ops.prefix_attention")
+
+
+@pytest.fixture(params=["cumulative", "cumulative and prefix-max rows", "prefix-max"])
+def chunk_kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each chunked test three times: the cumulative kernel as it runs, with a spread limit of 1 so
+    that rows of both kernels mix in every chunk, and with every row going to the prefix-max one."""
+    limits = {"cumulative and prefix-max rows": 1.0, "prefix-max": float("-inf")}
+    if request.param in limits:
+        monkeypatch.setattr(prefix_attention_module, "_spread_limit", lambda _dtype: limits[request.param])
+    return request.param
 
 
 def naive_prefix_attention(scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -31,22 +47,22 @@ def random_inputs(n: int, scale: float, seed: int, dtype=torch.float64):
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
-@pytest.mark.parametrize(("n", "scale"), [(1, 1.0), (7, 1.0), (64, 3.0), (97, 1e4), (130, 1e4)])
-def test_paths_equal_naive_softmax(path: str, n: int, scale: float) -> None:
+@pytest.mark.parametrize(("n", "scale"), [(1, 1.0), (7, 1.0), (64, 3.0), (97, 1e4), (130, 1e4), (1100, 3.0)])
+def test_paths_equal_naive_softmax(path: str, n: int, scale: float, chunk_kernel: str) -> None:
     scores, values = random_inputs(n, scale, seed=n)
     out, _ = PATHS[path](scores, values)
     torch.testing.assert_close(out, naive_prefix_attention(scores, values), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, 16, 200])
-def test_chunked_any_chunk_size(chunk_size: int) -> None:
+def test_chunked_any_chunk_size(chunk_size: int, chunk_kernel: str) -> None:
     scores, values = random_inputs(50, 30.0, seed=chunk_size)
     out, _ = attention_chunked(scores, values, chunk_size=chunk_size)
     torch.testing.assert_close(out, naive_prefix_attention(scores, values), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
-def test_carried_state_continues_the_sequence(path: str) -> None:
+def test_carried_state_continues_the_sequence(path: str, chunk_kernel: str) -> None:
     scores, values = random_inputs(45, 1e3, seed=3)
     first, state = PATHS[path](scores[..., :19], values[..., :19, :])
     second, _ = PATHS[path](scores[..., 19:], values[..., 19:, :], state)
@@ -56,7 +72,7 @@ def test_carried_state_continues_the_sequence(path: str) -> None:
 
 
 @pytest.mark.parametrize("n", [20, 33, 100])
-def test_final_states_agree_and_have_constant_size(n: int) -> None:
+def test_final_states_agree_and_have_constant_size(n: int, chunk_kernel: str) -> None:
     scores, values = random_inputs(n, 10.0, seed=4)
     states = [PATHS[p](scores, values)[1] for p in sorted(PATHS)]
     for other in states[1:]:
@@ -74,7 +90,7 @@ def test_step_from_empty_state_is_the_value() -> None:
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
-def test_gradients_match_naive(path: str) -> None:
+def test_gradients_match_naive(path: str, chunk_kernel: str) -> None:
     scores, values = random_inputs(21, 5.0, seed=5)
     weights = torch.randn(2, 3, 21, 5, dtype=torch.float64)
     grads = []
@@ -88,7 +104,9 @@ def test_gradients_match_naive(path: str) -> None:
 
 @pytest.mark.parametrize("chunk_size", [1, 4, 7, 64])
 @pytest.mark.parametrize("scale", [1.0, 1e4])
-def test_chunked_gradients_across_chunks_and_a_carried_state(chunk_size: int, scale: float) -> None:
+def test_chunked_gradients_across_chunks_and_a_carried_state(
+    chunk_size: int, scale: float, chunk_kernel: str
+) -> None:
     """The hand-written backward, with the gradient flowing back through a carried state.
 
     Two calls (19 tokens, then 26 carrying the first call's state) against one naive softmax over
@@ -111,7 +129,7 @@ def test_chunked_gradients_across_chunks_and_a_carried_state(chunk_size: int, sc
     torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-8, atol=1e-10)
 
 
-def test_chunked_gradient_of_the_final_state() -> None:
+def test_chunked_gradient_of_the_final_state(chunk_kernel: str) -> None:
     """The returned state is differentiable too: its read-out is the last output, so grads agree."""
     scores, values = random_inputs(30, 3.0, seed=8)
     grads = []
@@ -125,10 +143,50 @@ def test_chunked_gradient_of_the_final_state() -> None:
     torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-8, atol=1e-12)
 
 
+@pytest.mark.parametrize("split", [None, 12])
+def test_one_chunk_final_state_and_outputs_have_the_naive_gradients(
+    split: int | None, chunk_kernel: str
+) -> None:
+    """A sequence of one chunk returns its final state from the outputs' kernel; its gradients
+    (through ``u`` and ``w``, and through a carried state) must equal those of plain sums.
+
+    ``u e^m = sum_i exp(s_i)`` and ``w e^m = sum_i exp(s_i) v_i`` whatever the stabiliser ``m``.
+    """
+    scores, values = random_inputs(30, 3.0, seed=9)
+    gen = torch.Generator().manual_seed(10)
+    out_weights, u_weights = (
+        torch.randn(2, 3, 30, 5, generator=gen, dtype=torch.float64),
+        torch.randn(2, 3, generator=gen, dtype=torch.float64),
+    )
+    w_weights = torch.randn(2, 3, 5, generator=gen, dtype=torch.float64)
+    grads = []
+    for naive in (False, True):
+        s, v = scores.clone().requires_grad_(), values.clone().requires_grad_()
+        if naive:
+            out, u, w = naive_prefix_attention(s, v), s.exp().sum(-1), (s.exp().unsqueeze(-1) * v).sum(-2)
+        else:
+            if split is None:
+                out, state = attention_chunked(s, v)
+            else:
+                first, carried = attention_chunked(s[..., :split], v[..., :split, :])
+                second, state = attention_chunked(s[..., split:], v[..., split:, :], carried)
+                out = torch.cat([first, second], dim=-2)
+            scale = state.m.exp()
+            u, w = state.u * scale, state.w * scale.unsqueeze(-1)
+        ((out * out_weights).sum() + (u * u_weights).sum() + (w * w_weights).sum()).backward()
+        grads.append((s.grad, v.grad))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("scale", [10.0, 1e4])
+@pytest.mark.parametrize("n", [40, 70])  # the prefix-max kernel: one chunk, then several
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("path", sorted(PATHS))
-def test_half_precision_is_finite_and_close(path: str, dtype: torch.dtype) -> None:
-    scores, values = random_inputs(70, 1e4, seed=6)
+def test_half_precision_is_finite_and_close(
+    path: str, dtype: torch.dtype, n: int, scale: float, chunk_kernel: str
+) -> None:
+    scores, values = random_inputs(n, scale, seed=6)
     s, v = scores.to(dtype).requires_grad_(), values.to(dtype).requires_grad_()
     out, _ = PATHS[path](s, v)
     out.float().sum().backward()
@@ -139,12 +197,47 @@ def test_half_precision_is_finite_and_close(path: str, dtype: torch.dtype) -> No
     torch.testing.assert_close(out.double(), reference, rtol=tolerance, atol=tolerance)
 
 
-def test_masked_scores_give_zero_not_nan() -> None:
+@pytest.mark.parametrize("chunk_size", [None, 2])  # one chunk, then chunks that are all -inf
+def test_masked_scores_give_zero_not_nan(chunk_size: int | None, chunk_kernel: str) -> None:
     scores = torch.full((1, 1, 4), float("-inf"), dtype=torch.float64)
     scores[..., 2] = 0.5
     values = torch.arange(8, dtype=torch.float64).reshape(1, 1, 4, 2)
-    for fn in (attention_scan, attention_chunked, attention_recurrent):
-        out, _ = fn(scores, values)
+    chunked = partial(attention_chunked, chunk_size=chunk_size)
+    for fn in (attention_scan, chunked, attention_recurrent):
+        s, v = scores.clone().requires_grad_(), values.clone().requires_grad_()
+        out, state = fn(s, v)
         assert torch.isfinite(out).all()
+        if fn is not attention_recurrent:  # the token-by-token reference is not trained through
+            (out.sum() + state.u.sum() + state.w.sum()).backward()
+            assert torch.isfinite(s.grad).all() and torch.isfinite(v.grad).all()
         torch.testing.assert_close(out[0, 0, :2], torch.zeros(2, 2, dtype=torch.float64))
         torch.testing.assert_close(out[0, 0, 2], values[0, 0, 2])
+
+
+def test_late_rows_start_where_a_score_leaves_the_spread_limit_and_stay_late() -> None:
+    """The cumulative kernel hands a row to the prefix-max kernel from the first score more than
+    log(max float) / 2 above the chunk's first (or NaN) on, and never any row before it."""
+    kernel = prefix_attention_module._ChunkCumulativeAttention
+    for dtype in (torch.float32, torch.float64):
+        s = torch.zeros(4, 8, dtype=dtype)
+        s[0, 5] = 40.0  # within reach: no late row
+        s[1, 5] = 1e4
+        s[2, 0] = float("-inf")
+        s[3, 3] = float("nan")
+        late = kernel.apply(s, torch.ones(4, 8, 2, dtype=dtype), None, None, None)[-1]
+        first_late = [8, 5, 0, 3]
+        assert late.tolist() == [[k >= first for k in range(8)] for first in first_late]
+
+
+@pytest.mark.parametrize("t", [0, 9, 33])
+def test_chunked_outputs_before_a_token_never_change_with_it(t: int) -> None:
+    """Exact causality, bit for bit, also when the changed token sends later rows to the other kernel."""
+    scores, values = random_inputs(40, 3.0, seed=t, dtype=torch.float32)
+    out, _ = attention_chunked(scores, values, chunk_size=16)
+    for change in (5.0, 1e4, float("nan")):
+        changed_scores, changed_values = scores.clone(), values.clone()
+        changed_scores[..., t] += change
+        changed_values[..., t, :] += 1.0
+        changed, _ = attention_chunked(changed_scores, changed_values, chunk_size=16)
+        assert torch.equal(changed[..., :t, :], out[..., :t, :])
+        assert not torch.equal(changed[..., t, :], out[..., t, :])

@@ -111,14 +111,41 @@ def step_timings(
     max_state_bytes: int = 2**32,
     max_steps: int = 1000,
     progress: Callable[[str], None] | None = None,
+    rounds: int = 3,
+    budget_s: float = 0.7,
 ) -> list[StepTiming]:
     """µs per token (fastest step) of every model's ``step`` (and of exported Aaren steps) at each (batch, N).
 
     ``exported`` maps a name to a function from the Aaren model's state ``(m, u, w)`` (numpy) to a
     step ``(x_t: ndarray, state) -> (y_t, state)`` starting from it (e.g. an
     :class:`~recurrent_attention.models.export.OnnxStream` wrapped by ``stream_step``), timed by
-    :func:`fastest_seconds_per_step`.
+    :func:`fastest_seconds_per_step`. The whole grid is timed ``rounds`` times, ``budget_s`` per
+    runner each time, and the fastest round kept: a disturbance on a shared machine lasting
+    seconds then spoils one round of one cell, not the figure (one N once read 35 % slow).
     """
+    fastest: dict[tuple[str, int, int], StepTiming] = {}
+    for round_index in range(rounds):
+        for timing in _one_round(
+            models, contexts, batches, exported, max_state_bytes, max_steps, budget_s, round_index, progress
+        ):
+            key = (timing.model, timing.batch, timing.n)
+            kept = fastest.get(key)
+            if kept is None or (timing.us_per_token is not None and timing.us_per_token < kept.us_per_token):
+                fastest[key] = timing
+    return list(fastest.values())
+
+
+def _one_round(
+    models: dict[str, Backbone],
+    contexts: list[int],
+    batches: list[int],
+    exported: dict[str, Callable[[tuple], Callable]] | None,
+    max_state_bytes: int,
+    max_steps: int,
+    budget_s: float,
+    round_index: int,
+    progress: Callable[[str], None] | None,
+) -> list[StepTiming]:
     from recurrent_attention.models.export import pack_state
 
     results = []
@@ -126,7 +153,7 @@ def step_timings(
         gen = torch.Generator().manual_seed(batch)
         for n in contexts:
             if progress:
-                progress(f"steps B={batch} N={n}")
+                progress(f"steps round {round_index + 1} B={batch} N={n}")
             runners: dict[str, Runner] = {}
             for name, model in models.items():
                 model.eval()
@@ -145,7 +172,7 @@ def step_timings(
                             start(numpy_state), [t.numpy() for t in tokens], numpy_state
                         )
             sizes = {name: state_bytes(runner.state) for name, runner in runners.items()}
-            for name, seconds in fastest_seconds_per_step(runners).items():
+            for name, seconds in fastest_seconds_per_step(runners, budget_s=budget_s).items():
                 results.append(StepTiming(name, batch, n, seconds * 1e6, sizes[name]))
             del runners
     return results
