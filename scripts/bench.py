@@ -7,7 +7,8 @@
    the Transformer (KV cache grown by torch.cat, as the model does), Aaren (eager) and Aaren's
    exported step in onnxruntime (d_model 128, 4 heads, 2 layers).
 3. Training steps/s of Aaren vs Transformer on one dataset per task family at the CPU preset
-   (real data from the mirror; a family whose files are missing is reported as skipped).
+   (tsf, tsc, ef, lm: real data from the mirror; rl: the Hopper data `make rl-data` collects; a
+   family whose files are missing is reported as skipped; video trains other models).
 Outputs: <out>/bench.json, <out>/bench.md, <out>/bench.png. ``--plot-only`` redraws from the JSON.
 Targets are from issue 12; the markdown says which are met.
 """
