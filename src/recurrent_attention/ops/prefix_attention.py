@@ -9,12 +9,12 @@ computed three ways that must agree:
 - :func:`attention_scan`: a parallel (Hillis-Steele) prefix scan with ``⊕`` — O(N log N) work.
 - :func:`attention_recurrent`: the O(1)-state recurrence, one token at a time (:func:`attention_step`).
 - :func:`attention_chunked`: the fast path. Chunks are linked by a scan of their ``(m, u, w)``
-  summaries; inside a chunk one of two kernels with hand-written backwards computes every row:
-  cumulative sums of ``exp(s_i - M)`` and ``exp(s_i - M) v_i`` under the chunk max ``M``
-  (:class:`_ChunkCumulativeAttention`, O(C·D) per chunk) wherever that is exact, which it is
-  unless a chunk's first score lies ~44 (fp32) below its max; otherwise masked ``C x C`` weights
-  ``exp(s_i - m_k)`` under the true prefix max ``m_k`` (:class:`_ChunkLocalAttention`, one
-  batched matmul, no weight can overflow), which any scores, 1e4 or -inf, are safe with.
+  summaries; inside a chunk, kernels with hand-written backwards compute every row: cumulative
+  sums of ``exp(s_i - r)`` and ``exp(s_i - r) v_i`` under the chunk's first score ``r``
+  (:class:`_ChunkCumulativeAttention`, O(C·D) per chunk), except for the rows from a score more
+  than ~44 (fp32) above ``r`` on, which take masked ``C x C`` weights ``exp(s_i - m_k)`` under the
+  true prefix max ``m_k`` (:class:`_ChunkLocalAttention`, one batched matmul, no weight can
+  overflow), safe with any scores, 1e4 or -inf. Either way a row sees only the tokens up to it.
 
 Every path computes in float32 (or float64 if given float64) and returns the values' dtype, so
 fp16/bf16 inputs and scores of magnitude 1e4 give no NaN or inf. Shapes: scores ``(..., N)``,
@@ -321,10 +321,10 @@ class _ChunkCumulativeAttention(torch.autograd.Function):
         later_numerator = grad_numerator.flip(-2).cumsum_(-2).flip(-2)
         later_denominator = grad_denominator.flip(-1).cumsum_(-1).flip(-1)
         grad_s = e * ((v * later_numerator).sum(-1) + later_denominator)
-        if carried is None:
-            return grad_s, later_numerator.mul_(e.unsqueeze(-1)), None, None, None
-        grad_carry_w = carried.unsqueeze(-1) * later_numerator[:, 0]
-        grad_carry_u = carried * later_denominator[:, 0]
+        grad_carry_u = grad_carry_w = None
+        if carried is not None:
+            grad_carry_w = carried.unsqueeze(-1) * later_numerator[:, 0]
+            grad_carry_u = carried * later_denominator[:, 0]
         return grad_s, later_numerator.mul_(e.unsqueeze(-1)), None, grad_carry_u, grad_carry_w
 
 
@@ -332,7 +332,7 @@ def cumulative_chunk_size(n: int) -> int:
     """For :class:`_ChunkCumulativeAttention`: one chunk up to 1024 tokens (no scan), then 512.
 
     Its work is O(C·D) per chunk whatever C, so longer chunks only save scan steps; they also
-    widen the score spread the stability check must accept, hence the cap. Measured on CPU
+    give a score far above its chunk's first more rows to send to the fallback, hence the cap. Measured on CPU
     (B=32, H=4, d_head 32, fwd+bwd): one chunk 1.4x faster than chunks of 256 at N = 1024, and
     chunks of 32 to 2048 within 5 % of each other at N = 8192.
     """
