@@ -227,17 +227,41 @@ def test_late_rows_start_where_a_score_leaves_the_spread_limit_and_stay_late() -
         late = kernel.apply(s, torch.ones(4, 8, 2, dtype=dtype), None, None, None)[-1]
         first_late = [8, 5, 0, 3]
         assert late.tolist() == [[k >= first for k in range(8)] for first in first_late]
+        assert kernel.apply(s[:1], torch.ones(1, 8, 2, dtype=dtype), None, None, None)[-1] is None
 
 
+@pytest.mark.parametrize("chunk_size", [None, 4])
+def test_chunked_takes_the_models_strided_layout(chunk_size: int | None, chunk_kernel: str) -> None:
+    """Aaren hands over scores and values as transposed views of its projections ``(B, N, H)``;
+    one chunk runs on them uncopied, and values and gradients must still be the naive ones."""
+    gen = torch.Generator().manual_seed(11)
+    scores = torch.randn(2, 21, 3, generator=gen, dtype=torch.float64) * 5.0
+    values = torch.randn(2, 21, 3, 4, generator=gen, dtype=torch.float64)
+    weights = torch.randn(2, 3, 21, 4, generator=gen, dtype=torch.float64)
+    results = []
+    for naive in (False, True):
+        s, v = scores.clone().requires_grad_(), values.clone().requires_grad_()
+        s_heads, v_heads = s.transpose(1, 2), v.transpose(1, 2)
+        if naive:
+            out = naive_prefix_attention(s_heads, v_heads)
+        else:
+            out, _ = attention_chunked(s_heads, v_heads, chunk_size=chunk_size)
+        (out * weights).sum().backward()
+        results.append((out, s.grad, v.grad))
+    for chunked, naive in zip(*results, strict=True):
+        torch.testing.assert_close(chunked, naive, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("chunk_size", [16, None])  # several chunks, then one
 @pytest.mark.parametrize("t", [0, 9, 33])
-def test_chunked_outputs_before_a_token_never_change_with_it(t: int) -> None:
+def test_chunked_outputs_before_a_token_never_change_with_it(t: int, chunk_size: int | None) -> None:
     """Exact causality, bit for bit, also when the changed token sends later rows to the other kernel."""
     scores, values = random_inputs(40, 3.0, seed=t, dtype=torch.float32)
-    out, _ = attention_chunked(scores, values, chunk_size=16)
+    out, _ = attention_chunked(scores, values, chunk_size=chunk_size)
     for change in (5.0, 1e4, float("nan")):
         changed_scores, changed_values = scores.clone(), values.clone()
         changed_scores[..., t] += change
         changed_values[..., t, :] += 1.0
-        changed, _ = attention_chunked(changed_scores, changed_values, chunk_size=16)
+        changed, _ = attention_chunked(changed_scores, changed_values, chunk_size=chunk_size)
         assert torch.equal(changed[..., :t, :], out[..., :t, :])
         assert not torch.equal(changed[..., t, :], out[..., t, :])

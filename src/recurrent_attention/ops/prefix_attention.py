@@ -178,7 +178,8 @@ class _ChunkLocalAttention(torch.autograd.Function):
     into the last row: ``w_C = u_C o_C`` weighs token ``i`` by ``u_C p_Ci``, so ``g_w`` joins
     ``g_C`` as ``u_C g_w`` in ``dv`` (not in ``g_C·o_C``), and ``du_C/ds_i = u_C p_Ci`` subtracts
     ``u_C g_u`` from row C's ``g·o``.
-    Shapes: ``s (B, C)``, ``v (B, C, D)``, carry ``m, u (B,)``, ``w (B, D)``; B = all chunks.
+    Shapes: ``s (..., C)``, ``v (..., C, D)``, carry ``m, u (...)``, ``w (..., D)``: any batch shape,
+    so a call of one chunk passes its (possibly strided) inputs as they are, without a copy.
     """
 
     @staticmethod
@@ -191,9 +192,9 @@ class _ChunkLocalAttention(torch.autograd.Function):
         safe_max = prefix_max.clamp_min(torch.finfo(s.dtype).min)
         # Zeroing the future before and after exp keeps exp's input finite (inf/-inf take a slow path).
         weights = (s.unsqueeze(-2) - safe_max.unsqueeze(-1)).tril_().exp_().tril_()
-        numerator, denominator = torch.bmm(weights, v), weights.sum(-1)
+        numerator, denominator = weights @ v, weights.sum(-1)
         if carry_m is not None:
-            carry_weight = torch.exp(carry_m.unsqueeze(-1) - safe_max)  # (B, C)
+            carry_weight = torch.exp(carry_m.unsqueeze(-1) - safe_max)  # (..., C)
             numerator.addcmul_(carry_weight.unsqueeze(-1), carry_w.unsqueeze(-2))
             denominator.addcmul_(carry_weight, carry_u.unsqueeze(-1))
         # A row with a token or a carry has denominator >= 1 (its max's own weight); only an empty
@@ -202,11 +203,11 @@ class _ChunkLocalAttention(torch.autograd.Function):
         safe_denominator = denominator.clamp_min(torch.finfo(s.dtype).tiny)
         out = numerator / safe_denominator.unsqueeze(-1)
         log_norm = safe_denominator.log_().add_(safe_max)
-        final_m, final_u = prefix_max[:, -1], denominator[:, -1]
+        final_m, final_u = prefix_max[..., -1], denominator[..., -1]
         ctx.save_for_backward(s, v, carry_m, out, log_norm, final_u)
         ctx.mark_non_differentiable(final_m)
         ctx.set_materialize_grads(False)
-        return out, final_m, final_u, numerator[:, -1]
+        return out, final_m, final_u, numerator[..., -1, :]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -216,19 +217,19 @@ class _ChunkLocalAttention(torch.autograd.Function):
         s, v, carry_m, out, log_norm, final_u = ctx.saved_tensors
         # contiguous: an expanded gradient (of a sum) sends bmm to a slow loop.
         grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
-        delta = (grad_out * out).sum(-1)  # g_k · o_k, (B, C)
+        delta = (grad_out * out).sum(-1)  # g_k · o_k, (..., C)
         if grad_w is not None:
             grad_out = grad_out.clone()
-            grad_out[:, -1].addcmul_(final_u.unsqueeze(-1), grad_w)
+            grad_out[..., -1, :].addcmul_(final_u.unsqueeze(-1), grad_w)
         if grad_u is not None:
-            delta[:, -1].addcmul_(final_u, grad_u, value=-1)
+            delta[..., -1].addcmul_(final_u, grad_u, value=-1)
         # Built transposed, [i, k] = p_ki, so both products below are plain (fast) batched matmuls.
         probs_t = (s.unsqueeze(-1) - log_norm.unsqueeze(-2)).triu_().exp_().triu_()
         grad_v = probs_t @ grad_out
         grad_s = (v * grad_v).sum(-1) - (probs_t @ delta.unsqueeze(-1)).squeeze(-1)
         if carry_m is None:
             return grad_s, grad_v, None, None, None
-        carry_probs = torch.exp(carry_m.unsqueeze(-1) - log_norm)  # (B, C)
+        carry_probs = torch.exp(carry_m.unsqueeze(-1) - log_norm)  # (..., C)
         grad_carry_u = -(carry_probs * delta).sum(-1)
         grad_carry_w = (carry_probs.unsqueeze(-2) @ grad_out).squeeze(-2)
         return grad_s, grad_v, None, grad_carry_u, grad_carry_w
@@ -275,19 +276,26 @@ class _ChunkCumulativeAttention(torch.autograd.Function):
     ``dw = b N_1``, ``du = b D_1``. The final state is the last row rescaled to the true max
     ``m' = max(M, m)``, ``(m', rho d_C, rho n_C)`` with ``rho = exp(r - m')``, so its gradients join
     ``dL/dn_C`` and ``dL/dd_C`` times ``rho``. Shapes as in :class:`_ChunkLocalAttention`; also
-    returns the late rows ``(B, C)``.
+    returns the late rows ``(..., C)``, or None when no score lies past ``r + L`` (the common case,
+    told by one comparison of the largest spread, which spares the per-row mask and the caller's
+    fallback).
     """
 
     @staticmethod
     def forward(
         ctx, s: Tensor, v: Tensor, carry_m: Tensor | None, carry_u: Tensor | None, carry_w: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        reference, top = s[:, 0], s.amax(-1)
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]:
+        reference, top = s[..., 0], s.amax(-1)
         if carry_m is not None:
             reference, top = torch.maximum(reference, carry_m), torch.maximum(top, carry_m)
         shifted = s - reference.unsqueeze(-1)
-        late = torch.cummax(~(shifted <= _spread_limit(s.dtype)), dim=-1).values
-        e = shifted.masked_fill_(late, float("-inf")).exp_()
+        limit = _spread_limit(s.dtype)
+        # One comparison (a NaN fails it) spares the per-row mask in the common case: no late rows.
+        late = None
+        if not (top - reference).max() <= limit:
+            late = torch.cummax(~(shifted <= limit), dim=-1).values
+            shifted.masked_fill_(late, float("-inf"))
+        e = shifted.exp_()
         numerator = (e.unsqueeze(-1) * v).cumsum_(-2)
         denominator = e.cumsum(-1)
         carried = None
@@ -296,12 +304,15 @@ class _ChunkCumulativeAttention(torch.autograd.Function):
             numerator.add_((carried.unsqueeze(-1) * carry_w).unsqueeze(-2))
             denominator.add_((carried * carry_u).unsqueeze(-1))
         # Only a row with nothing in it (all late, no carry) has d < 1: it reads out 0.
-        denominator = denominator.clamp_min_(torch.finfo(s.dtype).tiny)
+        denominator.clamp_min_(torch.finfo(s.dtype).tiny)
         out = numerator / denominator.unsqueeze(-1)
-        rescale = torch.exp(reference - top).masked_fill_(late[:, -1], 0.0)
-        final_u, final_w = denominator[:, -1] * rescale, numerator[:, -1] * rescale.unsqueeze(-1)
+        rescale = torch.exp(reference - top)
+        if late is not None:
+            rescale.masked_fill_(late[..., -1], 0.0)
+            ctx.mark_non_differentiable(late)
+        final_u, final_w = denominator[..., -1] * rescale, numerator[..., -1, :] * rescale.unsqueeze(-1)
         ctx.save_for_backward(e, v, denominator, out, carried, rescale)
-        ctx.mark_non_differentiable(top, late)
+        ctx.mark_non_differentiable(top)
         ctx.set_materialize_grads(False)
         return out, top, final_u, final_w, late
 
@@ -313,18 +324,19 @@ class _ChunkCumulativeAttention(torch.autograd.Function):
         e, v, denominator, out, carried, rescale = ctx.saved_tensors
         grad_out = torch.zeros_like(out) if grad_out is None else grad_out
         grad_numerator = grad_out / denominator.unsqueeze(-1)
-        grad_denominator = -(grad_out * out).sum(-1) / denominator
+        # -dL/dd_k = g_k·o_k / d_k, kept with this sign (one op fewer) and subtracted below.
+        minus_grad_denominator = (grad_numerator * out).sum(-1)
         if grad_w is not None:
-            grad_numerator[:, -1] += rescale.unsqueeze(-1) * grad_w
+            grad_numerator[..., -1, :] += rescale.unsqueeze(-1) * grad_w
         if grad_u is not None:
-            grad_denominator[:, -1] += rescale * grad_u
+            minus_grad_denominator[..., -1] -= rescale * grad_u
         later_numerator = grad_numerator.flip(-2).cumsum_(-2).flip(-2)
-        later_denominator = grad_denominator.flip(-1).cumsum_(-1).flip(-1)
-        grad_s = e * ((v * later_numerator).sum(-1) + later_denominator)
+        minus_later_denominator = minus_grad_denominator.flip(-1).cumsum_(-1).flip(-1)
+        grad_s = e * ((v * later_numerator).sum(-1) - minus_later_denominator)
         grad_carry_u = grad_carry_w = None
         if carried is not None:
-            grad_carry_w = carried.unsqueeze(-1) * later_numerator[:, 0]
-            grad_carry_u = carried * later_denominator[:, 0]
+            grad_carry_w = carried.unsqueeze(-1) * later_numerator[..., 0, :]
+            grad_carry_u = -carried * minus_later_denominator[..., 0]
         return grad_s, later_numerator.mul_(e.unsqueeze(-1)), None, grad_carry_u, grad_carry_w
 
 
@@ -367,7 +379,7 @@ def attention_chunked(
     n = scores.shape[-1]
     size = cumulative_chunk_size(n) if chunk_size is None else chunk_size
     out, final, late = _chunked(_ChunkCumulativeAttention, scores, values, state, size)
-    if late.any():
+    if late is not None:
         size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
         exact_out, exact_final, _ = _chunked(_ChunkLocalAttention, scores, values, state, size)
         out = torch.where(late.unsqueeze(-1), exact_out, out)
@@ -387,23 +399,24 @@ def _chunked(
     state: ScanState | None,
     chunk_size: int,
 ) -> tuple[Tensor, ScanState, Tensor | None]:
-    """Outputs ``(..., N, D)``, final state and (for the cumulative kernel) late rows ``(..., N)``."""
+    """Outputs ``(..., N, D)``, final state and (for the cumulative kernel) late rows ``(..., N)``,
+    None where there are none."""
     n = scores.shape[-1]
+    if chunk_size >= n:
+        # The kernels take any batch shape: one chunk is the call itself, never copied.
+        carry = (None, None, None) if state is None else (state.m.detach(), state.u, state.w)
+        out, m, u, w, *late = kernel.apply(scores, values, *carry)
+        return out, ScanState(m, u, w), late[0] if late else None
     s, v = _split(scores, values, chunk_size)
-    batch, (n_chunks, c), d = s.shape[:-2], s.shape[-2:], v.shape[-1]
-    if n_chunks == 1:
-        carry = (None, None, None)
-        if state is not None:
-            carry = (state.m.detach().reshape(-1), state.u.reshape(-1), state.w.reshape(-1, d))
-        out, m, u, w, *late = kernel.apply(s.reshape(-1, c), v.reshape(-1, c, d), *carry)
-        final = ScanState(m.view(batch), u.view(batch), w.view(*batch, d))
-    else:
-        # The stabiliser cancels exactly in w / u, so it carries no gradient.
-        carry, final = _carries(_summaries(s, v, s.detach().amax(-1)), state)
-        flat_carry = (carry.m.reshape(-1), carry.u.reshape(-1), carry.w.reshape(-1, d))
-        out, _, _, _, *late = kernel.apply(s.reshape(-1, c), v.reshape(-1, c, d), *flat_carry)
+    c, d = s.shape[-1], v.shape[-1]
+    # The stabiliser cancels exactly in w / u, so it carries no gradient.
+    carry, final = _carries(_summaries(s, v, s.detach().amax(-1)), state)
+    flat_carry = (carry.m.reshape(-1), carry.u.reshape(-1), carry.w.reshape(-1, d))
+    out, _, _, _, *late = kernel.apply(s.reshape(-1, c), v.reshape(-1, c, d), *flat_carry)
     out = out.view(*s.shape, d).flatten(-3, -2)[..., :n, :]
-    return out, final, late[0].view(s.shape).flatten(-2, -1)[..., :n] if late else None
+    if not late or late[0] is None:
+        return out, final, None
+    return out, final, late[0].view(s.shape).flatten(-2, -1)[..., :n]
 
 
 def _split(scores: Tensor, values: Tensor, chunk_size: int) -> tuple[Tensor, Tensor]:
