@@ -186,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-d-model", type=int, default=128)
     parser.add_argument("--stream-layers", type=int, default=2)
     parser.add_argument(
-        "--train-steps", type=int, default=30, help="timed optimiser steps per family and model"
+        "--train-steps", type=int, default=30, help="least timed optimiser steps per family and model"
+    )
+    parser.add_argument(
+        "--train-seconds",
+        type=float,
+        default=10.0,
+        help="keep stepping a family until its timed steps (both models) add up to this",
     )
     parser.add_argument("--skip", nargs="*", default=[], choices=["operator", "steps", "export", "training"])
     parser.add_argument(
@@ -236,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
             steps = step_rows(step_timings(models, args.contexts, args.batches, exported, progress=progress))
         training = []
         if "training" not in args.skip:
-            training = training_rows(training_timings(args.train_steps, progress=progress))
+            training = training_rows(
+                training_timings(args.train_steps, progress=progress, min_seconds=args.train_seconds)
+            )
     bar.close()
 
     report = {

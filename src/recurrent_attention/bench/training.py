@@ -80,21 +80,27 @@ def _batches(datamodule: L.LightningDataModule) -> Iterator[object]:
         yield from datamodule.train_dataloader()
 
 
-def family_timings(family: str, task: str, steps: int) -> list[TrainingTiming]:
-    """Both backbones on ``steps`` shared batches of ``task`` (after 2 untimed ones)."""
+def family_timings(family: str, task: str, steps: int, min_seconds: float = 0.0) -> list[TrainingTiming]:
+    """Both backbones on shared batches of ``task`` (after 2 untimed ones): at least ``steps`` each,
+    and more until the timed steps add up to ``min_seconds`` (a fast family's median then rests on
+    hundreds of steps, not on a fraction of a second of a shared machine)."""
     configs = {model: _config(task, model) for model in MODELS}
     datamodule = instantiate(configs["aaren"].task.datamodule)
     datamodule.setup("fit")
     trainees = {model: _Trainee(cfg) for model, cfg in configs.items()}
     seconds: dict[str, list[float]] = {model: [] for model in MODELS}
+    timed = 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # self.log outside a Trainer warns; nothing is logged here
-        for index, batch in zip(range(steps + 2), _batches(datamodule), strict=False):
+        for index, batch in enumerate(_batches(datamodule)):
+            if index >= steps + 2 and timed >= min_seconds:
+                break
             order = MODELS if index % 2 else MODELS[::-1]
             for model in order:
                 elapsed = trainees[model].step_seconds(batch, index)
                 if index >= 2:
                     seconds[model].append(elapsed)
+                    timed += elapsed
     m = configs["aaren"].model
     shape = (
         f"batch {configs['aaren'].task.batch_size}, d_model {m.d_model}, {m.n_heads} heads, "
@@ -106,7 +112,7 @@ def family_timings(family: str, task: str, steps: int) -> list[TrainingTiming]:
     ]
 
 
-def training_timings(steps: int, progress=None) -> list[TrainingTiming]:
+def training_timings(steps: int, progress=None, min_seconds: float = 0.0) -> list[TrainingTiming]:
     """Every family; one whose data is missing is reported as skipped."""
     from recurrent_attention.data import DataError
 
@@ -115,7 +121,7 @@ def training_timings(steps: int, progress=None) -> list[TrainingTiming]:
         if progress:
             progress(f"train {task}")
         try:
-            results += family_timings(family, task, steps)
+            results += family_timings(family, task, steps, min_seconds)
         except DataError as err:
             results += [TrainingTiming(family, task, model, None, note=f"skipped: {err}") for model in MODELS]
     return results
