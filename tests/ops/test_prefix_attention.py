@@ -207,9 +207,8 @@ def test_masked_scores_give_zero_not_nan(chunk_size: int | None, chunk_kernel: s
         s, v = scores.clone().requires_grad_(), values.clone().requires_grad_()
         out, state = fn(s, v)
         assert torch.isfinite(out).all()
-        if fn is not attention_recurrent:  # the token-by-token reference is not trained through
-            (out.sum() + state.u.sum() + state.w.sum()).backward()
-            assert torch.isfinite(s.grad).all() and torch.isfinite(v.grad).all()
+        (out.sum() + state.u.sum() + state.w.sum()).backward()
+        assert torch.isfinite(s.grad).all() and torch.isfinite(v.grad).all()
         torch.testing.assert_close(out[0, 0, :2], torch.zeros(2, 2, dtype=torch.float64))
         torch.testing.assert_close(out[0, 0, 2], values[0, 0, 2])
 
@@ -228,6 +227,47 @@ def test_late_rows_start_where_a_score_leaves_the_spread_limit_and_stay_late() -
         first_late = [8, 5, 0, 3]
         assert late.tolist() == [[k >= first for k in range(8)] for first in first_late]
         assert kernel.apply(s[:1], torch.ones(1, 8, 2, dtype=dtype), None, None, None)[-1] is None
+
+
+@pytest.mark.parametrize("carry", [False, True])
+@pytest.mark.parametrize("chunk_size", [None, 8])
+def test_prefix_max_kernel_reruns_only_the_sequences_with_late_rows(
+    chunk_size: int | None, carry: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One head of one sequence gets a score 1e4 above its chunk's first: only that sequence goes
+    through the prefix-max kernel, and every output, final state and gradient is still exact."""
+    chunked = prefix_attention_module._chunked
+    exact_batches = []
+
+    def spy(kernel, scores, values, state, size):
+        if kernel is prefix_attention_module._ChunkLocalAttention:
+            exact_batches.append(tuple(scores.shape[:-1]))
+        return chunked(kernel, scores, values, state, size)
+
+    monkeypatch.setattr(prefix_attention_module, "_chunked", spy)
+    scores, values = random_inputs(30, 3.0, seed=12)
+    scores[1, 2, 17] = 1e4
+    weights = torch.randn(2, 3, 30, 5, dtype=torch.float64)
+    results, final = [], None
+    for naive in (False, True):
+        s, v = scores.clone().requires_grad_(), values.clone().requires_grad_()
+        if naive:
+            out = naive_prefix_attention(s, v)
+        else:
+            first, state = None, None
+            if carry:
+                first, state = attention_chunked(s[..., :10], v[..., :10, :], chunk_size=chunk_size)
+            out, final = attention_chunked(s[..., 10 * carry :], v[..., 10 * carry :, :], state, chunk_size)
+            out = out if first is None else torch.cat([first, out], dim=-2)
+        (out * weights).sum().backward()
+        results.append((out, s.grad, v.grad))
+    assert exact_batches == [(1,)]
+    for chunked_result, naive_result in zip(*results, strict=True):
+        torch.testing.assert_close(chunked_result, naive_result, rtol=1e-9, atol=1e-10)
+    top = scores.amax(-1)  # the state's sums against the true ones, both under the true max
+    torch.testing.assert_close(final.m, top)
+    torch.testing.assert_close(final.u, (scores - top.unsqueeze(-1)).exp().sum(-1), rtol=1e-9, atol=0)
+    torch.testing.assert_close(final.w / final.u.unsqueeze(-1), results[1][0][..., -1, :].detach())
 
 
 @pytest.mark.parametrize("chunk_size", [None, 4])

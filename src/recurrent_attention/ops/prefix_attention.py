@@ -133,8 +133,9 @@ def attention_step(
     ``state ⊕ (score, 1, value)`` written out in a dozen element-wise ops, the per-token cost of
     Aaren's inference. The max is clamped to the lowest finite number so that an empty state
     meeting a score of -inf rescales by ``exp(-inf) = 0`` instead of NaN; after any finite score
-    ``u >= 1`` (the max's own weight is 1), so the read-out's clamp only turns an empty 0/0 into 0.
-    ``finite_scores=True`` (scores computed from finite tokens) skips both clamps.
+    ``u >= 1`` (the max's own weight is 1), so the read-out divides an empty state's 0 by 1 instead
+    of 0 (by 1, not by the smallest float, so that its gradient stays finite).
+    ``finite_scores=True`` (scores computed from finite tokens) skips both guards.
     """
     out_dtype = value.dtype
     dtype = _compute_dtype(value.dtype)
@@ -145,7 +146,7 @@ def attention_step(
     old_scale, new_scale = torch.exp(state.m - finite_m), torch.exp(score - finite_m)
     u = torch.addcmul(new_scale, state.u, old_scale)
     w = torch.addcmul(value * new_scale.unsqueeze(-1), state.w, old_scale.unsqueeze(-1))
-    out = w / (u if finite_scores else u.clamp_min(torch.finfo(dtype).tiny)).unsqueeze(-1)
+    out = w / (u if finite_scores else torch.where(u > 0, u, 1.0)).unsqueeze(-1)
     return (out if out_dtype == dtype else out.to(out_dtype)), ScanState(m, u, w)
 
 
@@ -367,9 +368,9 @@ def attention_chunked(
 
     The kernel is :class:`_ChunkCumulativeAttention`; the rows it calls late (a score far above
     the chunk's first, or NaN) come from :class:`_ChunkLocalAttention` instead, which is exact for
-    any scores. ``chunk_size`` None picks each kernel's own (:func:`cumulative_chunk_size`,
-    :func:`prefix_max_chunk_size`). A sequence of one chunk needs no summary and no scan: the
-    kernel's last row is the final state.
+    any scores and runs on the sequences with a late row only. ``chunk_size`` None picks each
+    kernel's own (:func:`cumulative_chunk_size`, :func:`prefix_max_chunk_size`). A sequence of one
+    chunk needs no summary and no scan: the kernel's last row is the final state.
     """
     out_dtype = values.dtype
     dtype = _compute_dtype(out_dtype)
@@ -381,15 +382,44 @@ def attention_chunked(
     out, final, late = _chunked(_ChunkCumulativeAttention, scores, values, state, size)
     if late is not None:
         size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
-        exact_out, exact_final, _ = _chunked(_ChunkLocalAttention, scores, values, state, size)
-        out = torch.where(late.unsqueeze(-1), exact_out, out)
-        last = late[..., -1]
-        final = ScanState(
-            torch.where(last, exact_final.m, final.m),
-            torch.where(last, exact_final.u, final.u),
-            torch.where(last.unsqueeze(-1), exact_final.w, final.w),
-        )
+        out, final = _replace_late_rows(scores, values, state, size, out, final, late)
     return out.to(out_dtype), final
+
+
+def _replace_late_rows(
+    scores: Tensor,
+    values: Tensor,
+    state: ScanState | None,
+    chunk_size: int,
+    out: Tensor,
+    final: ScanState,
+    late: Tensor,
+) -> tuple[Tensor, ScanState]:
+    """The cumulative kernel's outputs and final state with its late rows replaced by the prefix-max
+    kernel's, which runs on the sequences that have a late row only (often one head of a batch)."""
+    batch, n, d = late.shape[:-1], scores.shape[-1], values.shape[-1]
+    affected = late.reshape(-1, n).any(-1).nonzero().squeeze(-1)
+
+    def pick(t: Tensor, *tail: int) -> Tensor:
+        return t.reshape(-1, *tail)[affected]
+
+    def merge(t: Tensor, exact: Tensor, take_exact: Tensor, *tail: int) -> Tensor:
+        merged = torch.where(take_exact, exact, pick(t, *tail))
+        return t.reshape(-1, *tail).index_copy(0, affected, merged).view(*batch, *tail)
+
+    exact_state = None if state is None else ScanState(pick(state.m), pick(state.u), pick(state.w, d))
+    exact_out, exact_final, _ = _chunked(
+        _ChunkLocalAttention, pick(scores, n), pick(values, n, d), exact_state, chunk_size
+    )
+    sub_late = pick(late, n)
+    last = sub_late[:, -1]
+    out = merge(out, exact_out, sub_late.unsqueeze(-1), n, d)
+    final = ScanState(
+        merge(final.m, exact_final.m, last),
+        merge(final.u, exact_final.u, last),
+        merge(final.w, exact_final.w, last.unsqueeze(-1), d),
+    )
+    return out, final
 
 
 def _chunked(
