@@ -272,8 +272,8 @@ def test_prefix_max_kernel_reruns_only_the_sequences_with_late_rows(
 
 @pytest.mark.parametrize("chunk_size", [None, 4])
 def test_chunked_takes_the_models_strided_layout(chunk_size: int | None, chunk_kernel: str) -> None:
-    """Aaren hands over scores and values as transposed views of its projections ``(B, N, H)``;
-    one chunk runs on them uncopied, and values and gradients must still be the naive ones."""
+    """Aaren hands over scores and values as transposed views of its projections ``(B, N, H)``,
+    which one chunk takes as they are: values and gradients must still be the naive ones."""
     gen = torch.Generator().manual_seed(11)
     scores = torch.randn(2, 21, 3, generator=gen, dtype=torch.float64) * 5.0
     values = torch.randn(2, 21, 3, 4, generator=gen, dtype=torch.float64)

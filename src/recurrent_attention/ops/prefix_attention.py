@@ -75,7 +75,7 @@ def combine(a: ScanState, b: ScanState) -> ScanState:
 def _readout(state: ScanState) -> Tensor:
     """``o = w / u``; an empty prefix (u = 0) reads out zeros instead of NaN."""
     u = state.u.unsqueeze(-1)
-    return state.w / torch.where(u > 0, u, torch.ones_like(u))
+    return state.w / torch.where(u > 0, u, 1.0)
 
 
 def _inclusive_scan(elements: ScanState) -> ScanState:
@@ -146,8 +146,9 @@ def attention_step(
     old_scale, new_scale = torch.exp(state.m - finite_m), torch.exp(score - finite_m)
     u = torch.addcmul(new_scale, state.u, old_scale)
     w = torch.addcmul(value * new_scale.unsqueeze(-1), state.w, old_scale.unsqueeze(-1))
-    out = w / (u if finite_scores else torch.where(u > 0, u, 1.0)).unsqueeze(-1)
-    return (out if out_dtype == dtype else out.to(out_dtype)), ScanState(m, u, w)
+    new_state = ScanState(m, u, w)
+    out = w / u.unsqueeze(-1) if finite_scores else _readout(new_state)
+    return (out if out_dtype == dtype else out.to(out_dtype)), new_state
 
 
 def attention_recurrent(
