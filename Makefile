@@ -8,8 +8,9 @@ export RA_DATA_MIRROR
 
 .PHONY: setup test lint data rl-data tables results figures bench lm-cost
 
-setup:  ## create .venv and install the package with its test tools (torch 2.13.0 CPU build)
+setup:  ## create .venv, install the package with its test tools (torch 2.13.0 CPU build), build the C++ kernels
 	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q && .venv/bin/pip install -e ".[dev,rl]"
+	$(PYTHON) scripts/build_kernels.py
 
 test:  ## the whole test suite (CPU, no network, smoke-sized)
 	$(PYTHON) -m pytest -q

@@ -56,6 +56,13 @@ def test_wheel_carries_every_config_and_manifest(installed: Path) -> None:
     assert {p.name for p in (package / "data" / "manifests").glob("*.yaml")} >= {"tsf.yaml", "lm.yaml"}
 
 
+def test_wheel_carries_the_kernel_sources_it_builds_from(installed: Path) -> None:
+    """The compiled kernels are built at first use from the installed package's own sources."""
+    csrc = ROOT / "src" / "recurrent_attention" / "ops" / "csrc"
+    shipped = {p.name for p in (installed / "recurrent_attention" / "ops" / "csrc").iterdir()}
+    assert shipped == {p.name for p in csrc.iterdir()} >= {"native.h", "bindings.cpp"}
+
+
 def test_installed_entry_point_finds_its_configs(installed: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(installed)}
     where = subprocess.run(

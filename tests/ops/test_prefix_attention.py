@@ -16,19 +16,31 @@ from recurrent_attention.ops import (
     attention_step,
     empty_state,
 )
+from tests.ops.kernels import cumulative_kernels, use_cumulative_kernel
 
 # The module, not the function of the same name that recurrent_attention.ops exports.
 prefix_attention_module = importlib.import_module("recurrent_attention.ops.prefix_attention")
 
 
-@pytest.fixture(params=["cumulative", "cumulative and prefix-max rows", "prefix-max"])
+@pytest.fixture(
+    params=[
+        "cumulative (C++)",
+        "cumulative (PyTorch)",
+        "cumulative and prefix-max rows (C++)",
+        "cumulative and prefix-max rows (PyTorch)",
+        "prefix-max",
+    ]
+)
 def chunk_kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each chunked test three times: the cumulative kernel as it runs, with a spread limit of 1 so
-    that rows of both kernels mix in every chunk, and with every row going to the prefix-max one."""
-    limits = {"cumulative and prefix-max rows": 1.0, "prefix-max": float("-inf")}
-    if request.param in limits:
-        monkeypatch.setattr(prefix_attention_module, "_spread_limit", lambda _dtype: limits[request.param])
-    return request.param
+    """Each chunked test five times: the cumulative kernel as it runs, in C++ and in PyTorch; with
+    a spread limit of 1 so that rows of both kernels mix in every chunk, again in both; and with
+    every row going to the prefix-max one."""
+    mode = request.param
+    if "prefix-max" in mode:
+        limit = 1.0 if mode.startswith("cumulative") else float("-inf")
+        monkeypatch.setattr(prefix_attention_module, "_spread_limit", lambda _dtype: limit)
+    use_cumulative_kernel(mode.endswith("(C++)"), monkeypatch)
+    return mode
 
 
 def naive_prefix_attention(scores: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -213,20 +225,21 @@ def test_masked_scores_give_zero_not_nan(chunk_size: int | None, chunk_kernel: s
         torch.testing.assert_close(out[0, 0, 2], values[0, 0, 2])
 
 
-def test_late_rows_start_where_a_score_leaves_the_spread_limit_and_stay_late() -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["C++", "PyTorch"])
+def test_late_rows_start_where_a_score_leaves_the_spread_limit_and_stay_late(compiled: bool) -> None:
     """The cumulative kernel hands a row to the prefix-max kernel from the first score more than
     log(max float) / 2 above the chunk's first (or NaN) on, and never any row before it."""
-    kernel = prefix_attention_module._ChunkCumulativeAttention
+    kernel = cumulative_kernels(compiled)
     for dtype in (torch.float32, torch.float64):
         s = torch.zeros(4, 8, dtype=dtype)
         s[0, 5] = 40.0  # within reach: no late row
         s[1, 5] = 1e4
         s[2, 0] = float("-inf")
         s[3, 3] = float("nan")
-        late = kernel.apply(s, torch.ones(4, 8, 2, dtype=dtype), None, None, None)[-1]
+        late = kernel(s, torch.ones(4, 8, 2, dtype=dtype), None, None, None)[-1]
         first_late = [8, 5, 0, 3]
         assert late.tolist() == [[k >= first for k in range(8)] for first in first_late]
-        assert kernel.apply(s[:1], torch.ones(1, 8, 2, dtype=dtype), None, None, None)[-1] is None
+        assert kernel(s[:1], torch.ones(1, 8, 2, dtype=dtype), None, None, None)[-1] is None
 
 
 @pytest.mark.parametrize("carry", [False, True])
@@ -240,7 +253,7 @@ def test_prefix_max_kernel_reruns_only_the_sequences_with_late_rows(
     exact_batches = []
 
     def spy(kernel, scores, values, state, size):
-        if kernel is prefix_attention_module._ChunkLocalAttention:
+        if kernel is prefix_attention_module._prefix_max_kernel:
             exact_batches.append(tuple(scores.shape[:-1]))
         return chunked(kernel, scores, values, state, size)
 
@@ -292,10 +305,14 @@ def test_chunked_takes_the_models_strided_layout(chunk_size: int | None, chunk_k
         torch.testing.assert_close(chunked, naive, rtol=1e-9, atol=1e-10)
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["C++", "PyTorch"])
 @pytest.mark.parametrize("chunk_size", [16, None])  # several chunks, then one
 @pytest.mark.parametrize("t", [0, 9, 33])
-def test_chunked_outputs_before_a_token_never_change_with_it(t: int, chunk_size: int | None) -> None:
+def test_chunked_outputs_before_a_token_never_change_with_it(
+    t: int, chunk_size: int | None, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Exact causality, bit for bit, also when the changed token sends later rows to the other kernel."""
+    use_cumulative_kernel(compiled, monkeypatch)
     scores, values = random_inputs(40, 3.0, seed=t, dtype=torch.float32)
     out, _ = attention_chunked(scores, values, chunk_size=chunk_size)
     for change in (5.0, 1e4, float("nan")):

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from recurrent_attention.models.blocks import HeadProjections, LayerStack, ResidualBlock
-from recurrent_attention.ops import PATHS, ScanState, attention_step, empty_state, prefix_attention
+from recurrent_attention.ops import PATHS, ScanState, attention_step, empty_state, native, prefix_attention
 
 
 class AarenAttention(nn.Module):
@@ -41,7 +41,19 @@ class AarenAttention(nn.Module):
         self.register_load_state_dict_post_hook(self._clear_step_cache)
 
     def score_projection(self) -> tuple[Tensor, Tensor | None]:
-        """``(A, b)`` with scores ``(..., N, H) = x @ A + b``; ``b`` is None when ``k_proj`` has no bias."""
+        """``(A, b)`` with scores ``(..., N, H) = x @ A + b``; ``b`` is None when ``k_proj`` has no bias.
+
+        On CPU in float32/float64 this is one compiled call each way (:mod:`~recurrent_attention.ops.native`),
+        whose parameters must then be of the query's dtype; :meth:`torch_score_projection` otherwise.
+        """
+        compiled = native.score_projection(self.query)
+        if compiled is None:
+            return self.torch_score_projection()
+        q, k = self.proj.q_proj, self.proj.k_proj
+        return compiled(self.query, q.weight, q.bias, k.weight, k.bias, self.proj.n_heads)
+
+    def torch_score_projection(self) -> tuple[Tensor, Tensor | None]:
+        """:meth:`score_projection` in PyTorch ops (any device and dtype; the reference in tests)."""
         heads, d_head = self.proj.n_heads, self.proj.d_head
         q = self.proj.q_proj(self.query).view(heads, d_head) * d_head**-0.5
         matrix = (self.proj.k_proj.weight.view(heads, d_head, -1) * q.unsqueeze(-1)).sum(1).t()

@@ -24,10 +24,13 @@ values ``(..., N, D)``; a state holds ``m, u`` of shape ``(...)`` and ``w`` of s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
+
+from recurrent_attention.ops import native
 
 
 class ScanState(NamedTuple):
@@ -367,7 +370,8 @@ def attention_chunked(
 ) -> tuple[Tensor, ScanState]:
     """All prefix outputs from a kernel per chunk and a scan over the chunks' summaries.
 
-    The kernel is :class:`_ChunkCumulativeAttention`; the rows it calls late (a score far above
+    The kernel is :class:`_ChunkCumulativeAttention` (its C++ form on CPU, :mod:`.native`, where
+    it builds); the rows it calls late (a score far above
     the chunk's first, or NaN) come from :class:`_ChunkLocalAttention` instead, which is exact for
     any scores and runs on the sequences with a late row only. ``chunk_size`` None picks each
     kernel's own (:func:`cumulative_chunk_size`, :func:`prefix_max_chunk_size`). A sequence of one
@@ -380,7 +384,7 @@ def attention_chunked(
         state = ScanState(*(t.to(dtype) for t in state))
     n = scores.shape[-1]
     size = cumulative_chunk_size(n) if chunk_size is None else chunk_size
-    out, final, late = _chunked(_ChunkCumulativeAttention, scores, values, state, size)
+    out, final, late = _chunked(_cumulative_kernel, scores, values, state, size)
     if late is not None:
         size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
         out, final = _replace_late_rows(scores, values, state, size, out, final, late)
@@ -410,7 +414,7 @@ def _replace_late_rows(
 
     exact_state = None if state is None else ScanState(pick(state.m), pick(state.u), pick(state.w, d))
     exact_out, exact_final, _ = _chunked(
-        _ChunkLocalAttention, pick(scores, n), pick(values, n, d), exact_state, chunk_size
+        _prefix_max_kernel, pick(scores, n), pick(values, n, d), exact_state, chunk_size
     )
     sub_late = pick(late, n)
     last = sub_late[:, -1]
@@ -423,8 +427,25 @@ def _replace_late_rows(
     return out, final
 
 
+Kernel = Callable[..., tuple]
+"""``(s, v, carry_m, carry_u, carry_w) -> (out, m, u, w[, late])`` for one chunk per sequence."""
+
+
+def _cumulative_kernel(
+    s: Tensor, v: Tensor, carry_m: Tensor | None, carry_u: Tensor | None, carry_w: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]:
+    """:class:`_ChunkCumulativeAttention`, compiled (:mod:`.native`) where it can be."""
+    compiled = native.cumulative_attention(s)
+    if compiled is None:
+        return _ChunkCumulativeAttention.apply(s, v, carry_m, carry_u, carry_w)
+    return compiled(s, v, carry_m, carry_u, carry_w, _spread_limit(s.dtype))
+
+
+_prefix_max_kernel: Kernel = _ChunkLocalAttention.apply
+
+
 def _chunked(
-    kernel: type[torch.autograd.Function],
+    kernel: Kernel,
     scores: Tensor,
     values: Tensor,
     state: ScanState | None,
@@ -436,14 +457,14 @@ def _chunked(
     if chunk_size >= n:
         # The kernels take any batch shape: one chunk is the call itself, never copied.
         carry = (None, None, None) if state is None else (state.m.detach(), state.u, state.w)
-        out, m, u, w, *late = kernel.apply(scores, values, *carry)
+        out, m, u, w, *late = kernel(scores, values, *carry)
         return out, ScanState(m, u, w), late[0] if late else None
     s, v = _split(scores, values, chunk_size)
     c, d = s.shape[-1], v.shape[-1]
     # The stabiliser cancels exactly in w / u, so it carries no gradient.
     carry, final = _carries(_summaries(s, v, s.detach().amax(-1)), state)
     flat_carry = (carry.m.reshape(-1), carry.u.reshape(-1), carry.w.reshape(-1, d))
-    out, _, _, _, *late = kernel.apply(s.reshape(-1, c), v.reshape(-1, c, d), *flat_carry)
+    out, _, _, _, *late = kernel(s.reshape(-1, c), v.reshape(-1, c, d), *flat_carry)
     out = out.view(*s.shape, d).flatten(-3, -2)[..., :n, :]
     if not late or late[0] is None:
         return out, final, None

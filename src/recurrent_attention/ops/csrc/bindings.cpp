@@ -1,0 +1,12 @@
+#include "native.h"
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  namespace py = pybind11;
+  m.def("cumulative_attention", &recurrent_attention::cumulative_attention,
+        "The cumulative prefix-attention kernel of one chunk: (out, m, u, w, late or None)", py::arg("scores"),
+        py::arg("values"), py::arg("carry_m"), py::arg("carry_u"), py::arg("carry_w"), py::arg("limit"));
+  m.def("score_projection", &recurrent_attention::score_projection,
+        "Aaren's score projection: (A, b or None) with scores x @ A + b", py::arg("query"),
+        py::arg("query_weight"), py::arg("query_bias"), py::arg("key_weight"), py::arg("key_bias"),
+        py::arg("n_heads"));
+}
