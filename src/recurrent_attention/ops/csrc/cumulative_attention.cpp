@@ -6,6 +6,8 @@
 // late, its token weighs 0, and the caller replaces it with the prefix-max kernel's row.
 #include "native.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -130,6 +132,10 @@ void backward_row(const T* e, const T* v, const T* denominator, const T* out, co
   *minus_later_denominator = minus_later;
 }
 
+// Rows are independent: at::parallel_for splits them over torch's intra-op threads, each task
+// getting enough rows (~32k values) that threads pay off; a small call runs on the calling thread.
+int64_t rows_per_task(int64_t n, int64_t d) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, n * d)); }
+
 template <typename T>
 T* row_or_null(const Tensor& t, int64_t offset) {
   return t.defined() && t.numel() > 0 ? t.data_ptr<T>() + offset : nullptr;
@@ -165,19 +171,21 @@ struct CumulativeAttention : public torch::autograd::Function<CumulativeAttentio
       bool any_late = false;
       for (int64_t r = 0; r < rows && !any_late; ++r) any_late = has_late_row(sp + r * n, carry_of(r), n, lim);
       if (any_late) late = torch::empty(s.sizes(), options.dtype(torch::kBool));
-      std::vector<scalar_t> numerator(d);
-      for (int64_t r = 0; r < rows; ++r) {
-        const RowOutputs<scalar_t> row{e.data_ptr<scalar_t>() + r * n,
-                                       denominator.data_ptr<scalar_t>() + r * n,
-                                       out.data_ptr<scalar_t>() + r * n * d,
-                                       top.data_ptr<scalar_t>() + r,
-                                       final_u.data_ptr<scalar_t>() + r,
-                                       final_w.data_ptr<scalar_t>() + r * d,
-                                       row_or_null<scalar_t>(carried, r),
-                                       rescale.data_ptr<scalar_t>() + r,
-                                       any_late ? late.data_ptr<bool>() + r * n : nullptr};
-        forward_row(sp + r * n, vp + r * n * d, carry_of(r), n, d, lim, row, numerator.data());
-      }
+      at::parallel_for(0, rows, rows_per_task(n, d), [&](int64_t begin, int64_t end) {
+        std::vector<scalar_t> numerator(d);
+        for (int64_t r = begin; r < end; ++r) {
+          const RowOutputs<scalar_t> row{e.data_ptr<scalar_t>() + r * n,
+                                         denominator.data_ptr<scalar_t>() + r * n,
+                                         out.data_ptr<scalar_t>() + r * n * d,
+                                         top.data_ptr<scalar_t>() + r,
+                                         final_u.data_ptr<scalar_t>() + r,
+                                         final_w.data_ptr<scalar_t>() + r * d,
+                                         row_or_null<scalar_t>(carried, r),
+                                         rescale.data_ptr<scalar_t>() + r,
+                                         any_late ? late.data_ptr<bool>() + r * n : nullptr};
+          forward_row(sp + r * n, vp + r * n * d, carry_of(r), n, d, lim, row, numerator.data());
+        }
+      });
     });
     ctx->save_for_backward({e, v, denominator, out, carried, rescale});
     ctx->mark_non_differentiable({top, late});
@@ -204,22 +212,24 @@ struct CumulativeAttention : public torch::autograd::Function<CumulativeAttentio
       grad_carry_w = torch::empty(shape, carried.options());
     }
     AT_DISPATCH_FLOATING_TYPES(e.scalar_type(), "cumulative_attention_backward", [&] {
-      std::vector<scalar_t> later_numerator(d), gradient(d);
-      for (int64_t r = 0; r < rows; ++r) {
-        scalar_t minus_later_denominator;
-        backward_row(e.data_ptr<scalar_t>() + r * n, v.data_ptr<scalar_t>() + r * n * d,
-                     denominator.data_ptr<scalar_t>() + r * n, out.data_ptr<scalar_t>() + r * n * d,
-                     row_or_null<scalar_t>(grad_out, r * n * d), row_or_null<scalar_t>(grad_u, r),
-                     row_or_null<scalar_t>(grad_w, r * d), rescale.data_ptr<scalar_t>()[r], n, d,
-                     grad_s.data_ptr<scalar_t>() + r * n, grad_v.data_ptr<scalar_t>() + r * n * d,
-                     later_numerator.data(), gradient.data(), &minus_later_denominator);
-        if (has_carry) {
-          const scalar_t c = carried.data_ptr<scalar_t>()[r];
-          scalar_t* grad_w_row = grad_carry_w.data_ptr<scalar_t>() + r * d;
-          for (int64_t j = 0; j < d; ++j) grad_w_row[j] = c * later_numerator[j];
-          grad_carry_u.data_ptr<scalar_t>()[r] = -c * minus_later_denominator;
+      at::parallel_for(0, rows, rows_per_task(n, d), [&](int64_t begin, int64_t end) {
+        std::vector<scalar_t> later_numerator(d), gradient(d);
+        for (int64_t r = begin; r < end; ++r) {
+          scalar_t minus_later_denominator;
+          backward_row(e.data_ptr<scalar_t>() + r * n, v.data_ptr<scalar_t>() + r * n * d,
+                       denominator.data_ptr<scalar_t>() + r * n, out.data_ptr<scalar_t>() + r * n * d,
+                       row_or_null<scalar_t>(grad_out, r * n * d), row_or_null<scalar_t>(grad_u, r),
+                       row_or_null<scalar_t>(grad_w, r * d), rescale.data_ptr<scalar_t>()[r], n, d,
+                       grad_s.data_ptr<scalar_t>() + r * n, grad_v.data_ptr<scalar_t>() + r * n * d,
+                       later_numerator.data(), gradient.data(), &minus_later_denominator);
+          if (has_carry) {
+            const scalar_t c = carried.data_ptr<scalar_t>()[r];
+            scalar_t* grad_w_row = grad_carry_w.data_ptr<scalar_t>() + r * d;
+            for (int64_t j = 0; j < d; ++j) grad_w_row[j] = c * later_numerator[j];
+            grad_carry_u.data_ptr<scalar_t>()[r] = -c * minus_later_denominator;
+          }
         }
-      }
+      });
     });
     return {grad_s, grad_v, Tensor(), grad_carry_u, grad_carry_w, Tensor()};
   }
