@@ -32,7 +32,8 @@ from recurrent_attention.bench.streaming import step_timings
 from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.bench.training import training_timings
 from recurrent_attention.models import Aaren, Transformer
-from recurrent_attention.results.summary import atomic_write_text, device_description
+from recurrent_attention.ops import native
+from recurrent_attention.results.summary import atomic_write_text, device_description, git_commit
 
 
 def operator_table(rows: list[dict]) -> str:
@@ -210,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         print(plot_bench(report, out / "bench.png"))
         return 0
 
+    commit = git_commit(Path(__file__).parent)  # before measuring: what was measured, not what is there after
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     bar = tqdm(desc="bench", unit="part")
@@ -248,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     bar.close()
 
     report = {
+        "commit": commit,
+        "kernels": "C++ (ops/native.py)" if native.extension() else "PyTorch (compiled kernels unavailable)",
         "device": device_description(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -262,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     markdown = "\n\n".join(
         [
             "# Efficiency benchmark",
-            f"Hardware: {report['device']}; torch {report['torch']}, {report['threads']} thread(s); "
+            f"Commit {report['commit']}; hardware: {report['device']}; torch {report['torch']}, "
+            f"{report['threads']} thread(s); Aaren's kernels: {report['kernels']}; "
             f"command: `{report['command']}`. Every ratio compares two figures measured in this run.",
             "## Targets (issue 12)",
             targets_table(report) if operator and steps and training else "(partial run: see the tables)",

@@ -370,10 +370,10 @@ def attention_chunked(
 ) -> tuple[Tensor, ScanState]:
     """All prefix outputs from a kernel per chunk and a scan over the chunks' summaries.
 
-    The kernel is :class:`_ChunkCumulativeAttention` (its C++ form on CPU, :mod:`.native`, where
-    it builds); the rows it calls late (a score far above
-    the chunk's first, or NaN) come from :class:`_ChunkLocalAttention` instead, which is exact for
-    any scores and runs on the sequences with a late row only. ``chunk_size`` None picks each
+    The kernel is :class:`_ChunkCumulativeAttention` (on CPU its C++ form, :mod:`.native`, where
+    that builds); the rows it calls late (a score far above the chunk's first, or NaN) come from
+    :class:`_ChunkLocalAttention` instead, which is exact for any scores and runs on the sequences
+    with a late row only. ``chunk_size`` None picks each
     kernel's own (:func:`cumulative_chunk_size`, :func:`prefix_max_chunk_size`). A sequence of one
     chunk needs no summary and no scan: the kernel's last row is the final state.
     """
