@@ -51,18 +51,19 @@ def plot_bench(report: dict, path: str | Path) -> Path:
     axes[2].set(
         xscale="log", yscale="log", xlabel="tokens in the state", ylabel="state MiB", title="State size"
     )
-    training = [r for r in report["training"] if r["steps_per_s"] is not None]
-    families = sorted({r["family"] for r in training})
-    for offset, model in ((-0.2, "transformer"), (0.2, "aaren")):
-        rates = {r["family"]: r["steps_per_s"] for r in training if r["model"] == model}
-        xs = [i + offset for i, f in enumerate(families) if f in rates]
-        axes[3].bar(xs, [rates[f] for f in families if f in rates], width=0.4, label=model)
-    axes[3].set_xticks(range(len(families)), families)
-    axes[3].set(ylabel="training steps / s", title="Training rate, CPU preset (real data)")
+    rates = {(r["family"], r["model"]): r["steps_per_s"] for r in report["training"] if r["steps_per_s"]}
+    families = sorted({f for f, model in rates if (f, "transformer") in rates and (f, "aaren") in rates})
+    ratios = [rates[f, "aaren"] / rates[f, "transformer"] for f in families]
+    bars = axes[3].bar(families, ratios, color="tab:orange", label="Aaren / Transformer")
+    axes[3].bar_label(bars, fmt="%.2fx", fontsize=7)
+    axes[3].axhline(1.0, color="black", linestyle="--", linewidth=1, label="target: 1x")
+    axes[3].set(ylabel="training steps/s, Aaren / Transformer", title="Training rate, CPU preset (real data)")
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{report['device']}; torch threads {report['threads']}", fontsize=9)
+    provenance = f"commit {report['commit'][:12]}; " if report.get("commit") else ""
+    kernels = report.get("kernels", "PyTorch")
+    fig.suptitle(f"{provenance}{report['device']}; Aaren kernels: {kernels}", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
