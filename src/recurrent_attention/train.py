@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.config_checks import ConfigError, check_config
 from recurrent_attention.data import DataError
+from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
     SUMMARY_NAME,
@@ -132,6 +133,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "best_checkpoint": best,
         "wall_time_s": time.time() - started,
         "device": device_description(),
+        "native_kernels": native.in_use(),  # Aaren's C++ CPU kernels (ops/native.py) or its PyTorch forms
         "overrides": list(HydraConfig.get().overrides.task),
         "world_size": trainer.world_size,
         # what a family reports beyond scalar metrics (RL: every episode's return and length)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from recurrent_attention.ops import native
 from recurrent_attention.runs.identity import run_ids_of_folder
 from tests.conftest import read_summaries, run_train
 from tests.tasks.tsf.test_data import write_ett_csv
@@ -30,6 +31,7 @@ def test_smoke_run_writes_summary(model: str, ett_csv: Path, tmp_path: Path) -> 
     assert summary["setting"] == {"horizon": 8} and summary["preset"] == "smoke"
     assert set(summary["metrics"]) == {"mse", "mae"} and 0 < summary["metrics"]["mse"] < 10
     assert summary["params"] > 0 and summary["wall_time_s"] > 0 and summary["device"]
+    assert summary["native_kernels"] == (model == "aaren" and native.extension() is not None)
     run_dir = Path(next(tmp_path.rglob("summary.json"))).parent
     assert run_dir.name == f"seed1-{summary['run_id']}" and run_dir.parent.name == "smoke"
     ids = {"run_id": summary["run_id"], "config_id": summary["config_id"]}

@@ -58,6 +58,13 @@ def extension() -> ModuleType | None:
         return None
 
 
+def in_use() -> bool:
+    """Whether this process has run on the compiled kernels: loaded them (never built here: False
+    until a CPU float32/float64 Aaren forward asks for them). Run summaries record it, since the
+    two forms agree to rounding, not bit for bit."""
+    return extension.cache_info().currsize > 0 and extension() is not None
+
+
 def _kernel(name: str, tensor: torch.Tensor) -> Callable | None:
     """``name`` from the compiled module for eager CPU float32/float64 tensors; None under a tracer
     (``torch.compile``, ``torch.export``, the ONNX exporter, ``torch.jit.trace``), which cannot see
