@@ -60,6 +60,29 @@ def test_cumulative_kernel_equals_its_pytorch_form(dtype: torch.dtype, carry: bo
         torch.testing.assert_close(got, expected, **TOLERANCE[dtype])
 
 
+def test_cumulative_kernel_splits_rows_over_threads_without_changing_a_bit() -> None:
+    """32 rows of 2048 x 16 values (long enough that both threads run at once) are split by
+    at::parallel_for over two threads: every row still equals the one-thread result exactly, and
+    the PyTorch form to rounding."""
+    gen = torch.Generator().manual_seed(3)
+    scores = torch.randn(4, 8, 2048, generator=gen, dtype=torch.float64, requires_grad=True)
+    values = torch.randn(4, 8, 2048, 16, generator=gen, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(4, 8, 2048, 16, generator=gen, dtype=torch.float64)
+    results = []
+    threads = torch.get_num_threads()
+    try:
+        for compiled, n_threads in ((True, 1), (True, 2), (False, 1)):
+            torch.set_num_threads(n_threads)
+            out, *_ = cumulative_kernels(compiled)(scores, values, None, None, None)
+            results.append((out, *torch.autograd.grad((out * weights).sum(), (scores, values))))
+    finally:
+        torch.set_num_threads(threads)
+    (one, two, reference) = results
+    assert all(torch.equal(a, b) for a, b in zip(one, two, strict=True))
+    for got, expected in zip(two, reference, strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("carry", [False, True])
 def test_cumulative_kernel_marks_the_same_late_rows_and_keeps_the_rows_before(carry: bool) -> None:
     """A score 1e4 above the first (and a NaN) make their rows and every later one late, in both

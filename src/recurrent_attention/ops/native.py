@@ -15,6 +15,7 @@ import functools
 import logging
 import os
 import shutil
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +49,11 @@ def extension() -> ModuleType | None:
     try:
         _put_ninja_on_path()
         log.info("loading the native attention kernels (built once per source version, about a minute)")
-        return load(name=NAME, sources=[str(s) for s in SOURCES], extra_cflags=["-O3"])
+        # OpenMP makes at::parallel_for split rows over torch's threads (its libgomp is the one
+        # already loaded); without it the kernels run serially, and correctly.
+        openmp = ["-fopenmp"] if sys.platform.startswith("linux") else []
+        sources = [str(s) for s in SOURCES]
+        return load(name=NAME, sources=sources, extra_cflags=["-O3", *openmp], extra_ldflags=openmp)
     except (ImportError, OSError, RuntimeError) as err:
         warnings.warn(
             f"native attention kernels unavailable ({err}); using the PyTorch forms "
