@@ -29,8 +29,8 @@ from recurrent_attention.bench.attention import operator_timings
 from recurrent_attention.bench.plot import plot_bench
 from recurrent_attention.bench.streaming import as_rows as step_rows
 from recurrent_attention.bench.streaming import step_timings
+from recurrent_attention.bench.training import aaren_speedups, training_timings
 from recurrent_attention.bench.training import as_rows as training_rows
-from recurrent_attention.bench.training import training_timings
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.ops import native
 from recurrent_attention.results.summary import atomic_write_text, device_description, git_commit
@@ -159,16 +159,8 @@ def targets_table(report: dict) -> str:
             True,
         )
     )
-    rates = {(r["family"], r["model"]): r["steps_per_s"] for r in report["training"]}
-    for family in sorted({f for f, _ in rates}):
-        rows.append(
-            _target(
-                f"Aaren / Transformer training steps/s, {family}",
-                ratio(rates[(family, "aaren")], rates[(family, "transformer")]),
-                1.0,
-                False,
-            )
-        )
+    for family, speedup in aaren_speedups(report["training"]).items():
+        rows.append(_target(f"Aaren / Transformer training steps/s, {family}", speedup, 1.0, False))
     return "\n".join(rows)
 
 

@@ -1,10 +1,11 @@
-"""The training benchmark's stopping rule, on the synthetic sin dataset (generated in memory)."""
+"""The training benchmark: its stopping rule (on the synthetic sin dataset, generated in memory) and
+the Aaren/Transformer ratio its target and plot read."""
 
 from __future__ import annotations
 
 import re
 
-from recurrent_attention.bench.training import family_timings
+from recurrent_attention.bench.training import aaren_speedups, family_timings
 
 
 def _timed_steps(timings: list) -> list[int]:
@@ -18,3 +19,15 @@ def test_a_fast_family_keeps_stepping_until_the_time_floor() -> None:
     counts = _timed_steps(longer)
     assert counts[0] == counts[1] > 2
     assert all(t.steps_per_s > 0 for t in quick + longer)
+
+
+def test_aaren_speedups_divide_each_familys_rates_and_leave_skipped_ones_unmeasured() -> None:
+    rows = [
+        {"family": "tsf", "model": "transformer", "steps_per_s": 8.0},
+        {"family": "tsf", "model": "aaren", "steps_per_s": 10.0},
+        {"family": "ef", "model": "aaren", "steps_per_s": 3.0},
+        {"family": "ef", "model": "transformer", "steps_per_s": 4.0},
+        {"family": "rl", "model": "transformer", "steps_per_s": None},
+        {"family": "rl", "model": "aaren", "steps_per_s": None},
+    ]
+    assert aaren_speedups(rows) == {"ef": 0.75, "rl": None, "tsf": 1.25}

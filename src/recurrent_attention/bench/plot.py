@@ -9,6 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from recurrent_attention.bench.training import aaren_speedups
+
 
 def plot_bench(report: dict, path: str | Path) -> Path:
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.4))
@@ -51,10 +53,10 @@ def plot_bench(report: dict, path: str | Path) -> Path:
     axes[2].set(
         xscale="log", yscale="log", xlabel="tokens in the state", ylabel="state MiB", title="State size"
     )
-    rates = {(r["family"], r["model"]): r["steps_per_s"] for r in report["training"] if r["steps_per_s"]}
-    families = sorted({f for f, model in rates if (f, "transformer") in rates and (f, "aaren") in rates})
-    ratios = [rates[f, "aaren"] / rates[f, "transformer"] for f in families]
-    bars = axes[3].bar(families, ratios, color="tab:orange", label="Aaren / Transformer")
+    speedups = {f: s for f, s in aaren_speedups(report["training"]).items() if s is not None}
+    bars = axes[3].bar(
+        list(speedups), list(speedups.values()), color="tab:orange", label="Aaren / Transformer"
+    )
     axes[3].bar_label(bars, fmt="%.2fx", fontsize=7)
     axes[3].axhline(1.0, color="black", linestyle="--", linewidth=1, label="target: 1x")
     axes[3].set(ylabel="training steps/s, Aaren / Transformer", title="Training rate, CPU preset (real data)")

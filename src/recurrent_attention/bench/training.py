@@ -129,3 +129,14 @@ def training_timings(steps: int, progress=None, min_seconds: float = 0.0) -> lis
 
 def as_rows(timings: list[TrainingTiming]) -> list[dict]:
     return [asdict(t) for t in timings]
+
+
+def aaren_speedups(rows: list[dict]) -> dict[str, float | None]:
+    """Aaren's training steps/s over the Transformer's, per family (None where either was skipped):
+    the figure the issue-12 target and the plot both read."""
+    rates = {(r["family"], r["model"]): r["steps_per_s"] for r in rows}
+    speedups = {}
+    for family in sorted({f for f, _ in rates}):
+        aaren, transformer = rates[(family, "aaren")], rates[(family, "transformer")]
+        speedups[family] = None if aaren is None or transformer is None else aaren / transformer
+    return speedups
