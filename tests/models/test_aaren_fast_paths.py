@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recurrent_attention.models import Aaren
+from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models.aaren import AarenAttention
-from recurrent_attention.models.blocks import LayerStack
+from recurrent_attention.models.transformer import KVCache
 from recurrent_attention.ops import ScanState, attention_step, combine, empty_state
 
 D_MODEL, HEADS = 16, 4
@@ -153,6 +153,7 @@ def test_attention_step_equals_combine(dtype: torch.dtype) -> None:
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("model_class", [Aaren, Transformer])
 @pytest.mark.parametrize(
     "options",
     [
@@ -164,23 +165,28 @@ def test_attention_step_equals_combine(dtype: torch.dtype) -> None:
         {"qkv_bias": False, "norm_eps": 1e-6, "final_norm": False},
     ],
 )
-def test_inference_step_equals_the_generic_block_step(options: dict) -> None:
-    """Aaren's flat eval/no-grad step against LayerStack's block-by-block step, 20 tokens in fp64."""
+def test_lean_step_equals_the_blockwise_step(model_class: type, options: dict) -> None:
+    """The flat eval/no-grad step against each block's own step, 40 tokens in fp64 (past the
+    Transformer cache's first capacity of 16, so its doubling is crossed twice)."""
     options = dict(options)
     no_bias = options.pop("no_bias", False)
     torch.manual_seed(0)
-    model = Aaren(D_MODEL, HEADS, 2, 32, dropout=0.3, **options).double().eval()
+    model = model_class(D_MODEL, HEADS, 2, 32, dropout=0.3, **options).double().eval()
     if no_bias:
         for block in model.blocks:
-            for linear in (block.mixer.proj.k_proj, block.mixer.proj.v_proj, block.mixer.proj.out_proj):
+            proj = block.mixer.proj
+            for linear in (proj.q_proj, proj.k_proj, proj.v_proj, proj.out_proj):
                 linear.bias = None
-    x = torch.randn(20, 3, D_MODEL, dtype=torch.float64)
+    x = torch.randn(40, 3, D_MODEL, dtype=torch.float64)
     fast_state = generic_state = model.init_state(3, dtype=torch.float64)
     with torch.no_grad():
         for x_t in x:
             fast, fast_state = model.step(x_t, fast_state)
-            generic, generic_state = LayerStack.step(model, x_t, generic_state)
+            generic, generic_state = model.blockwise_step(x_t, generic_state)
             torch.testing.assert_close(fast, generic, rtol=1e-12, atol=1e-12)
     for a, b in zip(fast_state, generic_state, strict=True):
+        if isinstance(a, KVCache):  # the lean cache has unused capacity past its tokens
+            assert a.size == b.size == len(x)
+            a, b = a.tokens(), b.tokens()
         for ta, tb in zip(a, b, strict=True):
             torch.testing.assert_close(ta, tb, rtol=1e-12, atol=1e-12)

@@ -164,6 +164,11 @@ def _one_round(
                     results.append(StepTiming(name, batch, n, None, nbytes, note))
                     continue
                 state = state_at_context(model, n, batch)
+                if isinstance(model, Transformer):
+                    # The baseline is a deployed KV cache: preallocated, so no timed step copies it.
+                    # Growing it by concatenation (every token copies the cache) is the extra column.
+                    runners[f"{name}_cat"] = Runner(model.blockwise_step, tokens, state)
+                    state = [KVCache.with_capacity(*c.tokens(), n + len(tokens)) for c in state]
                 runners[name] = Runner(model.step, tokens, state)
                 if isinstance(model, Aaren):
                     for export_name, start in (exported or {}).items():

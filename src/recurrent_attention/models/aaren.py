@@ -9,13 +9,13 @@ new parameters are one ``d_model`` vector per layer. The state per layer and hea
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from recurrent_attention.models.blocks import HeadProjections, LayerStack, ResidualBlock
+from recurrent_attention.models.blocks import HeadProjections, LayerStack, addmm_weights
 from recurrent_attention.ops import PATHS, ScanState, attention_step, empty_state, native, prefix_attention
 
 
@@ -121,6 +121,12 @@ class AarenAttention(nn.Module):
         out, state = attention_step(projected[..., d_model:], values, state)
         return self.proj.out_proj(out.flatten(-2)), state
 
+    def lean_mixer(self) -> Callable[[Tensor, ScanState], tuple[Tensor, ScanState]]:
+        """:meth:`step` for a ``(B, d_model)`` token in eval mode, on weights laid out now."""
+        mix = addmm_weights(*self._build_fused_projection())
+        out = addmm_weights(self.proj.out_proj.weight, self.proj.out_proj.bias)
+        return partial(_lean_aaren_mix, *mix, *out, (self.proj.n_heads, self.proj.d_head))
+
     def init_state(
         self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None
     ) -> ScanState:
@@ -128,57 +134,29 @@ class AarenAttention(nn.Module):
         return empty_state((batch_size, self.proj.n_heads), self.proj.d_head, device, dtype)
 
 
-class _InferenceBlock(NamedTuple):
-    """One residual block laid out for a one-token step: ``addmm`` weights (transposed, biases
-    never None), layer-norm arguments and plain attributes, so the step reads no module attributes."""
-
-    mix_weight: Tensor  # (d_model, d_model + H): values, then scores
-    mix_bias: Tensor
-    out_weight: Tensor
-    out_bias: Tensor
-    ff_in_weight: Tensor
-    ff_in_bias: Tensor
-    ff_out_weight: Tensor
-    ff_out_bias: Tensor
-    norm_mix: tuple
-    norm_ff: tuple
-    activation: Callable[[Tensor], Tensor]
-    norm_first: bool
-    head_shape: tuple[int, int]
-
-
-def _weight_and_bias(weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor]:
-    return weight.t().contiguous(), weight.new_zeros(weight.shape[0]) if bias is None else bias
-
-
-def _norm_arguments(norm: nn.LayerNorm) -> tuple:
-    return (norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-
-
-def _inference_block(block: ResidualBlock) -> _InferenceBlock:
-    weight, bias = block.mixer._build_fused_projection()
-    proj = block.mixer.proj
-    expand, activation, _, contract = block.ff
-    return _InferenceBlock(
-        *_weight_and_bias(weight, bias),
-        *_weight_and_bias(proj.out_proj.weight, proj.out_proj.bias),
-        *_weight_and_bias(expand.weight, expand.bias),
-        *_weight_and_bias(contract.weight, contract.bias),
-        _norm_arguments(block.norm_mix),
-        _norm_arguments(block.norm_ff),
-        activation.forward,  # the module's hooks are not run on this path; it has none
-        block.norm_first,
-        (proj.n_heads, proj.d_head),
-    )
+def _lean_aaren_mix(
+    mix_weight: Tensor,
+    mix_bias: Tensor,
+    out_weight: Tensor,
+    out_bias: Tensor,
+    head_shape: tuple[int, int],
+    x: Tensor,
+    state: ScanState,
+) -> tuple[Tensor, ScanState]:
+    """:meth:`AarenAttention.step` on laid-out weights (``mix_weight``: values, then scores)."""
+    projected = torch.addmm(mix_bias, x, mix_weight)
+    d_model = mix_weight.shape[0]
+    values = projected[:, :d_model].view(-1, *head_shape)
+    # Scores of finite tokens are finite: the state update needs no guard against -inf.
+    out, state = attention_step(projected[:, d_model:], values, state, finite_scores=True)
+    return torch.addmm(out_bias, out.view(-1, d_model), out_weight), state
 
 
 class Aaren(LayerStack):
     """Stacked Aaren layers in the same residual blocks as :class:`~.transformer.Transformer`.
 
-    Without gradients and in eval mode, :meth:`step` runs the blocks as a flat list of ``addmm``,
-    layer norms and the state update on weights laid out once (and relaid when a parameter
-    changes): per-token latency is what Aaren is for, and at one token most of the cost is
-    per-operation overhead. Tests hold it equal to the generic block-by-block step.
+    In eval mode without gradients :meth:`step` takes :class:`LayerStack`'s lean path with
+    :meth:`AarenAttention.lean_mixer`: per-token latency is what Aaren is for.
     """
 
     def __init__(
@@ -201,52 +179,3 @@ class Aaren(LayerStack):
         del attn_dropout
         mixers = [AarenAttention(d_model, n_heads, path, qkv_bias) for _ in range(n_layers)]
         super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)
-        self._inference_cache: (
-            tuple[tuple[Tensor, ...], list[int], list[_InferenceBlock], tuple | None] | None
-        ) = None
-        self.register_load_state_dict_post_hook(self._clear_inference_cache)
-
-    def _clear_inference_cache(self, *_: object) -> None:
-        self._inference_cache = None
-
-    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Aaren:
-        self._clear_inference_cache()
-        return super()._apply(fn, recurse)
-
-    def _inference_layout(self) -> tuple[list[_InferenceBlock], tuple | None]:
-        """Every block's :class:`_InferenceBlock` and the final layer norm's arguments (None: no norm)."""
-        cache = self._inference_cache
-        if cache is None or cache[1] != [p._version for p in cache[0]]:
-            parameters = tuple(self.parameters())
-            blocks = [_inference_block(block) for block in self.blocks]
-            final = _norm_arguments(self.norm) if isinstance(self.norm, nn.LayerNorm) else None
-            cache = self._inference_cache = (parameters, [p._version for p in parameters], blocks, final)
-        return cache[2], cache[3]
-
-    def step(self, x_t: Tensor, state: list[ScanState]) -> tuple[Tensor, list[ScanState]]:
-        if self.training or torch.is_grad_enabled() or x_t.dim() != 2:
-            return super().step(x_t, state)
-        blocks, final_norm = self._inference_layout()
-        new_states = []
-        for weights, layer_state in zip(blocks, state, strict=True):
-            x_t, layer_state = self._inference_block_step(weights, x_t, layer_state)
-            new_states.append(layer_state)
-        return (x_t if final_norm is None else F.layer_norm(x_t, *final_norm)), new_states
-
-    @staticmethod
-    def _inference_block_step(w: _InferenceBlock, x: Tensor, state: ScanState) -> tuple[Tensor, ScanState]:
-        """:meth:`ResidualBlock.step` with :meth:`AarenAttention.step` inlined (eval: no dropout)."""
-        h = F.layer_norm(x, *w.norm_mix) if w.norm_first else x
-        projected = torch.addmm(w.mix_bias, h, w.mix_weight)
-        d_model = w.mix_weight.shape[0]
-        values = projected[:, :d_model].view(-1, *w.head_shape)
-        # Scores of finite tokens are finite: the state update needs no guard against -inf.
-        out, state = attention_step(projected[:, d_model:], values, state, finite_scores=True)
-        mixed = torch.addmm(w.out_bias, out.view(-1, d_model), w.out_weight)
-        if w.norm_first:
-            x = x + mixed
-            hidden = w.activation(torch.addmm(w.ff_in_bias, F.layer_norm(x, *w.norm_ff), w.ff_in_weight))
-            return torch.addmm(w.ff_out_bias, hidden, w.ff_out_weight).add_(x), state
-        x = F.layer_norm(mixed.add_(x), *w.norm_mix)
-        hidden = w.activation(torch.addmm(w.ff_in_bias, x, w.ff_in_weight))
-        return F.layer_norm(torch.addmm(w.ff_out_bias, hidden, w.ff_out_weight).add_(x), *w.norm_ff), state
