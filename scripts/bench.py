@@ -62,20 +62,24 @@ def _ratio(a: float | None, b: float | None) -> str:
 def step_table(rows: list[dict]) -> str:
     cell = {(r["model"], r["batch"], r["n"]): r for r in rows}
     lines = [
-        "| batch | N | Transformer µs | Aaren µs | Aaren ONNX µs | Aaren / Transformer "
-        "| ONNX / Transformer | Transformer (torch.cat cache) µs | Transformer state MiB | Aaren state KiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| batch | N | Transformer µs | Aaren µs | Aaren / Transformer | Transformer ONNX µs "
+        "| Aaren ONNX µs | ONNX: Aaren / Transformer | Transformer (torch.cat cache) µs "
+        "| Transformer state MiB | Aaren state KiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for batch, n in sorted({(r["batch"], r["n"]) for r in rows}):
         t, a = cell[("transformer", batch, n)], cell[("aaren", batch, n)]
-        onnx = cell.get(("aaren_onnx", batch, n), {}).get("us_per_token")
-        cat = cell.get(("transformer_cat", batch, n), {}).get("us_per_token")
+        us = {name: cell.get((name, batch, n), {}).get("us_per_token") for name in _EXTRA_STEPS}
         lines.append(
-            f"| {batch} | {n} | {_us(t['us_per_token'])} | {_us(a['us_per_token'])} | {_us(onnx)} | "
-            f"{_ratio(a['us_per_token'], t['us_per_token'])} | {_ratio(onnx, t['us_per_token'])} | "
-            f"{_us(cat)} | {t['state_bytes'] / 2**20:.1f} | {a['state_bytes'] / 1024:.1f} |"
+            f"| {batch} | {n} | {_us(t['us_per_token'])} | {_us(a['us_per_token'])} | "
+            f"{_ratio(a['us_per_token'], t['us_per_token'])} | {_us(us['transformer_onnx'])} | "
+            f"{_us(us['aaren_onnx'])} | {_ratio(us['aaren_onnx'], us['transformer_onnx'])} | "
+            f"{_us(us['transformer_cat'])} | {t['state_bytes'] / 2**20:.1f} | {a['state_bytes'] / 1024:.1f} |"
         )
     return "\n".join(lines)
+
+
+_EXTRA_STEPS = ("transformer_onnx", "aaren_onnx", "transformer_cat")
 
 
 def training_table(rows: list[dict]) -> str:
@@ -119,16 +123,20 @@ def targets_table(report: dict) -> str:
     fastest = [steps.get(("aaren_onnx", 1, n)) for n in aaren_ns]
     fastest = [v for v in fastest if v is not None]
     rows = ["| target | measured | |", "|---|---|---|"]
-    for batch in (1, 64):
-        for n, limit in ((128, 0.5), (8192, 0.1)):
-            rows.append(
-                _target(
-                    f"Aaren step / lean Transformer step, N={n}, batch {batch}",
-                    ratio(steps.get(("aaren", batch, n)), steps.get(("transformer", batch, n))),
-                    limit,
-                    True,
+    for label, aaren, transformer in (
+        ("", "aaren", "transformer"),
+        (" ONNX", "aaren_onnx", "transformer_onnx"),
+    ):
+        for batch in (1, 64):
+            for n, limit in ((128, 0.5), (8192, 0.1)):
+                rows.append(
+                    _target(
+                        f"Aaren{label} step / lean Transformer{label} step, N={n}, batch {batch}",
+                        ratio(steps.get((aaren, batch, n)), steps.get((transformer, batch, n))),
+                        limit,
+                        True,
+                    )
                 )
-            )
     rows.append(_target("Aaren step spread (max/min - 1) over N, batch 1", flat, 0.10, True, ""))
     rows.append(
         _target(
@@ -158,6 +166,25 @@ def targets_table(report: dict) -> str:
     for family, speedup in aaren_speedups(report["training"]).items():
         rows.append(_target(f"Aaren / Transformer training steps/s, {family}", speedup, 1.0, False))
     return "\n".join(rows)
+
+
+def exported_steps(models: dict, folder: Path) -> dict:
+    """Both models' steps exported to ONNX, each started from that model's state (see ``step_timings``)."""
+    from recurrent_attention.models.export import OnnxStream, export_onnx, pack_state, stream_step
+    from recurrent_attention.models.export_kv import OnnxKVStream, export_transformer_onnx
+
+    aaren = export_onnx(models["aaren"], folder / "aaren.onnx")
+    transformer = export_transformer_onnx(models["transformer"], folder / "transformer.onnx")
+    return {
+        "aaren_onnx": (
+            "aaren",
+            lambda state: stream_step(OnnxStream(aaren, tuple(t.numpy() for t in pack_state(state)))),
+        ),
+        "transformer_onnx": (
+            "transformer",
+            lambda state: stream_step(OnnxKVStream(transformer, state, capacity=state[0].k.shape[-2])),
+        ),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,11 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         exported = {}
         if "export" not in args.skip:
-            from recurrent_attention.models.export import OnnxStream, export_onnx, stream_step
-
-            progress("export onnx")
-            path = export_onnx(models["aaren"], Path(tmp) / "step.onnx")
-            exported["aaren_onnx"] = lambda state, path=path: stream_step(OnnxStream(path, state))
+            exported = exported_steps(models, Path(tmp))
         steps = []
         if "steps" not in args.skip:
             steps = step_rows(step_timings(models, args.contexts, args.batches, exported, progress=progress))

@@ -42,3 +42,31 @@ def test_step_timings_skip_states_over_the_cap() -> None:
     assert all(by_key[("aaren", n)].us_per_token > 0 for n in (8, 4096))
     assert by_key[("transformer", 8)].us_per_token > 0
     assert by_key[("transformer_cat", 8)].us_per_token > 0
+
+
+def test_exported_steps_start_from_their_models_state(tmp_path) -> None:
+    """An exported Transformer step is timed from the Transformer's state at N, reported with its size."""
+    pytest.importorskip("onnxruntime")
+    from recurrent_attention.models.export import stream_step
+    from recurrent_attention.models.export_kv import OnnxKVStream, export_transformer_onnx
+
+    models = {
+        "transformer": Transformer(16, 4, 1, 32, dropout=0.0),
+        "aaren": Aaren(16, 4, 1, 32, dropout=0.0),
+    }
+    path = export_transformer_onnx(models["transformer"], tmp_path / "t.onnx")
+    exported = {
+        "transformer_onnx": (
+            "transformer",
+            lambda state: stream_step(OnnxKVStream(path, state, capacity=state[0].k.shape[-2])),
+        )
+    }
+    rows = step_timings(
+        models, contexts=[8], batches=[2], exported=exported, max_steps=60, rounds=1, budget_s=0.05
+    )
+    by_model = {r.model: r for r in rows}
+    assert set(by_model) == {"transformer", "transformer_cat", "transformer_onnx", "aaren"}
+    assert by_model["transformer_onnx"].us_per_token > 0
+    assert (
+        by_model["transformer_onnx"].state_bytes == by_model["transformer"].state_bytes == 2 * 2 * 8 * 16 * 4
+    )

@@ -107,17 +107,18 @@ def step_timings(
     models: dict[str, Backbone],
     contexts: list[int],
     batches: list[int],
-    exported: dict[str, Callable[[tuple], Callable]] | None = None,
+    exported: dict[str, tuple[str, Callable[[State], Callable]]] | None = None,
     max_state_bytes: int = 2**32,
     max_steps: int = 1000,
     progress: Callable[[str], None] | None = None,
     rounds: int = 3,
     budget_s: float = 0.7,
 ) -> list[StepTiming]:
-    """µs per token (fastest step) of every model's ``step`` (and of exported Aaren steps) at each (batch, N).
+    """µs per token (fastest step) of every model's ``step`` (and of exported steps) at each (batch, N).
 
-    ``exported`` maps a name to a function from the Aaren model's state ``(m, u, w)`` (numpy) to a
-    step ``(x_t: ndarray, state) -> (y_t, state)`` starting from it (e.g. an
+    ``exported`` maps a name to ``(model name, start)``: ``start`` takes that model's state at
+    context N (a Transformer's preallocated past the timed steps) and returns a step
+    ``(x_t: ndarray, state) -> (y_t, state)`` starting from it (e.g. an
     :class:`~recurrent_attention.models.export.OnnxStream` wrapped by ``stream_step``), timed by
     :func:`fastest_seconds_per_step`. The whole grid is timed ``rounds`` times, ``budget_s`` per
     runner each time, and the fastest round kept: a disturbance on a shared machine lasting
@@ -139,15 +140,13 @@ def _one_round(
     models: dict[str, Backbone],
     contexts: list[int],
     batches: list[int],
-    exported: dict[str, Callable[[tuple], Callable]] | None,
+    exported: dict[str, tuple[str, Callable[[State], Callable]]] | None,
     max_state_bytes: int,
     max_steps: int,
     budget_s: float,
     round_index: int,
     progress: Callable[[str], None] | None,
 ) -> list[StepTiming]:
-    from recurrent_attention.models.export import pack_state
-
     results = []
     for batch in batches:
         gen = torch.Generator().manual_seed(batch)
@@ -155,6 +154,7 @@ def _one_round(
             if progress:
                 progress(f"steps round {round_index + 1} B={batch} N={n}")
             runners: dict[str, Runner] = {}
+            sizes: dict[str, int] = {}  # the N tokens' state, not a preallocated cache's spare capacity
             for name, model in models.items():
                 model.eval()
                 tokens = list(torch.randn(max_steps + 2, batch, model.d_model, generator=gen))
@@ -168,15 +168,13 @@ def _one_round(
                     # The baseline is a deployed KV cache: preallocated, so no timed step copies it.
                     # Growing it by concatenation (every token copies the cache) is the extra column.
                     runners[f"{name}_cat"] = Runner(model.blockwise_step, tokens, state)
+                    sizes[f"{name}_cat"] = nbytes
                     state = [KVCache.with_capacity(*c.tokens(), n + len(tokens)) for c in state]
-                runners[name] = Runner(model.step, tokens, state)
-                if isinstance(model, Aaren):
-                    for export_name, start in (exported or {}).items():
-                        numpy_state = tuple(t.numpy() for t in pack_state(state))
-                        runners[export_name] = Runner(
-                            start(numpy_state), [t.numpy() for t in tokens], numpy_state
-                        )
-            sizes = {name: state_bytes(runner.state) for name, runner in runners.items()}
+                runners[name], sizes[name] = Runner(model.step, tokens, state), nbytes
+                for export_name, (model_name, start) in (exported or {}).items():
+                    if model_name == name:
+                        runners[export_name] = Runner(start(state), [t.numpy() for t in tokens], state)
+                        sizes[export_name] = nbytes
             for name, seconds in fastest_seconds_per_step(runners, budget_s=budget_s).items():
                 results.append(StepTiming(name, batch, n, seconds * 1e6, sizes[name]))
             del runners

@@ -108,10 +108,14 @@ def layer_norm_arguments(norm: nn.LayerNorm) -> tuple:
     return (norm.normalized_shape, norm.weight, norm.bias, norm.eps)
 
 
-def _lean_block(block: ResidualBlock) -> LeanBlock:
+def lean_block(
+    block: ResidualBlock, mix: Callable[[Tensor, State], tuple[Tensor, State]] | None = None
+) -> LeanBlock:
+    """``block`` laid out for :func:`lean_block_step`, mixing with ``mix`` (default: the mixer's
+    own :meth:`lean_mixer`; an exporter passes a graph-friendly one)."""
     expand, activation, _, contract = block.ff
     return LeanBlock(
-        block.mixer.lean_mixer(),
+        block.mixer.lean_mixer() if mix is None else mix,
         *addmm_weights(expand.weight, expand.bias),
         *addmm_weights(contract.weight, contract.bias),
         layer_norm_arguments(block.norm_mix),
@@ -121,7 +125,7 @@ def _lean_block(block: ResidualBlock) -> LeanBlock:
     )
 
 
-def _lean_block_step(w: LeanBlock, x: Tensor, state: State) -> tuple[Tensor, State]:
+def lean_block_step(w: LeanBlock, x: Tensor, state: State) -> tuple[Tensor, State]:
     """:meth:`ResidualBlock.step` in eval mode (no dropout) on laid-out weights."""
     if w.norm_first:
         mixed, state = w.mix(F.layer_norm(x, *w.norm_mix), state)
@@ -184,7 +188,7 @@ class LayerStack(Backbone):
         blocks, final_norm = self._lean_blocks()
         new_states = []
         for weights, layer_state in zip(blocks, state, strict=True):
-            x_t, layer_state = _lean_block_step(weights, x_t, layer_state)
+            x_t, layer_state = lean_block_step(weights, x_t, layer_state)
             new_states.append(layer_state)
         return (x_t if final_norm is None else F.layer_norm(x_t, *final_norm)), new_states
 
@@ -206,7 +210,7 @@ class LayerStack(Backbone):
         layout = self._lean_layout
         if layout is None or layout[1] != [p._version for p in layout[0]]:
             parameters = tuple(self.parameters())
-            blocks = [_lean_block(block) for block in self.blocks]
+            blocks = [lean_block(block) for block in self.blocks]
             final = layer_norm_arguments(self.norm) if isinstance(self.norm, nn.LayerNorm) else None
             layout = self._lean_layout = (parameters, [p._version for p in parameters], blocks, final)
         return layout[2], layout[3]

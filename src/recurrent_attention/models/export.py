@@ -76,7 +76,7 @@ def export_onnx(backbone: Aaren, path: str | Path) -> Path:
     return path
 
 
-def _session(path: str | Path, threads: int) -> object:
+def onnx_session(path: str | Path, threads: int) -> object:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -88,7 +88,7 @@ class OnnxStep:
     """An exported step in onnxruntime, called like ``backbone.step`` on numpy arrays."""
 
     def __init__(self, path: str | Path, threads: int = 1) -> None:
-        self.session = _session(path, threads)
+        self.session = onnx_session(path, threads)
 
     def __call__(
         self, x_t: np.ndarray, state: tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -113,7 +113,7 @@ class OnnxStream:
     def __init__(self, path: str | Path, state: tuple[np.ndarray, ...], threads: int = 1) -> None:
         import onnxruntime as ort
 
-        self.session = _session(path, threads)
+        self.session = onnx_session(path, threads)
         shape = (state[0].shape[1], self.session.get_inputs()[0].shape[1])  # (batch, d_model)
         self._x = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))
         self._y = ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32))

@@ -112,14 +112,17 @@ class CausalSelfAttention(nn.Module):
         out, cache = self.forward(x_t.unsqueeze(-2), cache)
         return out.squeeze(-2), cache
 
-    def lean_mixer(self) -> Callable[[Tensor, KVCache], tuple[Tensor, KVCache]]:
-        """:meth:`step` for a ``(B, d_model)`` token in eval mode, on weights laid out now."""
+    def lean_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor, tuple[int, int]]:
+        """``(W_qkv^T, b_qkv, W_out^T, b_out, (heads, d_head))``: q/k/v as one ``addmm``, laid out now."""
         p = self.proj
         linears = (p.q_proj, p.k_proj, p.v_proj)
         biases = [lin.weight.new_zeros(lin.out_features) if lin.bias is None else lin.bias for lin in linears]
         qkv = addmm_weights(torch.cat([lin.weight for lin in linears]), torch.cat(biases))
-        out = addmm_weights(p.out_proj.weight, p.out_proj.bias)
-        return partial(_lean_attention_mix, *qkv, *out, (p.n_heads, p.d_head))
+        return (*qkv, *addmm_weights(p.out_proj.weight, p.out_proj.bias), (p.n_heads, p.d_head))
+
+    def lean_mixer(self) -> Callable[[Tensor, KVCache], tuple[Tensor, KVCache]]:
+        """:meth:`step` for a ``(B, d_model)`` token in eval mode, on weights laid out now."""
+        return partial(_lean_attention_mix, *self.lean_weights())
 
     def init_state(
         self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None
