@@ -30,7 +30,7 @@ tables:  ## tables from every run record under $(RUNS) -> outputs/tables/ (git-i
 results:  ## rewrite the committed results/*.md, *.csv from results/runs/ (refused unless each table's runs are one clean commit)
 	$(PYTHON) scripts/make_tables.py --runs results/runs --out results
 
-figures:  ## plots of the efficiency benchmark results
+figures:  ## plots of the efficiency benchmark results (bench.png, figure5.png)
 	$(PYTHON) scripts/bench.py --plot-only --out results/bench
 
 bench:  ## ratios in one run: operator vs SDPA, per-token step (eager, ONNX) vs KV cache, training steps/s per family

@@ -7,10 +7,13 @@
    the lean Transformer step (fused q/k/v, a preallocated KV cache written in place, no mask: the
    baseline), Aaren (eager) and Aaren's exported step in onnxruntime (d_model 128, 4 heads,
    2 layers); the Transformer whose cache grows by torch.cat is an extra, labelled column.
-3. Training steps/s of Aaren vs Transformer on one dataset per task family at the CPU preset
+3. Figure 5 (Aaren §4.5): cumulative time, state bytes and peak memory growth of N token-by-token
+   steps from an empty state, N up to 16384, both models, eager and exported (batch 1).
+4. Training steps/s of Aaren vs Transformer on one dataset per task family at the CPU preset
    (tsf, tsc, ef, lm: real data from the mirror; rl: the Hopper data `make rl-data` collects; a
    family whose files are missing is reported as skipped; video trains other models).
-Outputs: <out>/bench.json, <out>/bench.md, <out>/bench.png. ``--plot-only`` redraws from the JSON.
+Outputs: <out>/bench.json, <out>/bench.md, <out>/bench.png, <out>/figure5.png. ``--plot-only``
+redraws the PNGs from the JSON.
 Targets are from issues 12 and 27; the markdown says which are met.
 """
 
@@ -27,12 +30,15 @@ from tqdm import tqdm
 
 from recurrent_attention.bench.attention import as_rows as operator_rows
 from recurrent_attention.bench.attention import operator_timings
-from recurrent_attention.bench.plot import plot_bench
+from recurrent_attention.bench.plot import plot_bench, plot_stream_costs
+from recurrent_attention.bench.stream_cost import StreamRunner, stream_costs
+from recurrent_attention.bench.stream_cost import as_rows as stream_rows
 from recurrent_attention.bench.streaming import as_rows as step_rows
-from recurrent_attention.bench.streaming import step_timings
+from recurrent_attention.bench.streaming import state_bytes, step_timings
 from recurrent_attention.bench.training import aaren_speedups, training_timings
 from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.models.transformer import KVCache
 from recurrent_attention.ops import native
 from recurrent_attention.results.summary import atomic_write_text, device_description, git_commit
 
@@ -187,6 +193,36 @@ def exported_steps(models: dict, folder: Path) -> dict:
     }
 
 
+def stream_runners(models: dict, exported: dict, capacity: int) -> dict[str, StreamRunner]:
+    """Figure 5's streams from an empty state: each model's step, then each exported step (an
+    exported Transformer's cache is allocated at ``capacity`` slots up front, so its state is that)."""
+    empty = {name: model.init_state(1) for name, model in models.items()}
+    runners = {name: StreamRunner(model.step, empty[name]) for name, model in models.items()}
+    empty["transformer"] = [KVCache.with_capacity(*c.tokens(), capacity) for c in empty["transformer"]]
+    for export_name, (model_name, start) in exported.items():
+        held = state_bytes(empty[model_name])
+        runners[export_name] = StreamRunner(start(empty[model_name]), None, lambda _, held=held: held, True)
+    return runners
+
+
+def stream_table(rows: list[dict]) -> str:
+    """Cumulative seconds, state KiB and peak MiB of each stream at each power of two from 128."""
+    cell = {(r["model"], r["n"]): r for r in rows}
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    lines = [
+        "| N | " + " | ".join(f"{m} s / state KiB / peak MiB" for m in models) + " |",
+        "|---|" + "---|" * len(models),
+    ]
+    for n in sorted({r["n"] for r in rows if r["n"] >= 128}):
+        cells = []
+        for m in models:
+            r = cell[(m, n)]
+            peak = "n/a" if r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:.1f}"
+            cells.append(f"{r['seconds']:.2f} / {r['state_bytes'] / 1024:.1f} / {peak}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -210,7 +246,12 @@ def main(argv: list[str] | None = None) -> int:
         default=10.0,
         help="keep stepping a family until its timed steps (both models) add up to this",
     )
-    parser.add_argument("--skip", nargs="*", default=[], choices=["operator", "steps", "export", "training"])
+    parser.add_argument(
+        "--stream-tokens", type=int, default=16384, help="Figure 5: tokens each model streams from empty"
+    )
+    parser.add_argument(
+        "--skip", nargs="*", default=[], choices=["operator", "steps", "export", "stream", "training"]
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -224,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot_only:
         report = json.loads((out / "bench.json").read_text())
         print(plot_bench(report, out / "bench.png"))
+        if report.get("stream"):
+            print(plot_stream_costs(report, out / "figure5.png"))
         return 0
 
     commit = git_commit(Path(__file__).parent)  # before measuring: what was measured, not what is there after
@@ -253,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
         steps = []
         if "steps" not in args.skip:
             steps = step_rows(step_timings(models, args.contexts, args.batches, exported, progress=progress))
+        stream = []
+        if "stream" not in args.skip:
+            tokens = list(torch.randn(args.stream_tokens, 1, d))
+            runners = stream_runners(models, exported, args.stream_tokens)
+            stream = stream_rows(stream_costs(runners, tokens, progress=progress))
         training = []
         if "training" not in args.skip:
             training = training_rows(
@@ -272,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()},
         "operator": operator,
         "steps": steps,
+        "stream": stream,
         "training": training,
     }
     markdown = "\n\n".join(
@@ -294,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
             f"## Aaren operator vs causal SDPA ({report['operator_shape']})",
             "Fastest of at least 3 forward+backward calls (after one warm-up) of each.",
             operator_table(operator) if operator else "(skipped)",
+            f"## Figure 5: streaming {args.stream_tokens} tokens from an empty state (batch 1)",
+            "Cumulative seconds of all N steps, the bytes the state holds after N tokens (a KV "
+            "cache: its allocated capacity; the exported Transformer's is fixed at the stream's "
+            "length), and the peak growth of the process's resident memory over the stream "
+            "(`VmHWM` after a reset). Plotted in figure5.png.",
+            stream_table(stream) if stream else "(skipped)",
             "## Training steps/s on each family's CPU preset",
             "Real data; both models take turns on the same batches (alternating which goes first).",
             training_table(training) if training else "(skipped)",
@@ -303,8 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_text(out / "bench.json", json.dumps(report, indent=2) + "\n")
     atomic_write_text(out / "bench.md", markdown + "\n")
     plot_bench(report, out / "bench.png")
+    if stream:
+        plot_stream_costs(report, out / "figure5.png")
     print(markdown)
-    print(f"wrote {out}/bench.json, bench.md, bench.png")
+    print(f"wrote {out}/bench.json, bench.md, bench.png" + (", figure5.png" if stream else ""))
     return 0
 
 

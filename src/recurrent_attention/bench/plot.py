@@ -1,4 +1,5 @@
-"""One PNG of the efficiency benchmark: operator time, per-token step cost, state size, training rate."""
+"""The efficiency benchmark's PNGs: operator time, per-token step cost, state size, training rate
+(bench.png), and Aaren's Figure 5 as measured here (figure5.png)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,50 @@ def plot_bench(report: dict, path: str | Path) -> Path:
     provenance = f"commit {report['commit'][:12]}; " if report.get("commit") else ""
     kernels = report.get("kernels", "PyTorch")
     fig.suptitle(f"{provenance}{report['device']}; Aaren kernels: {kernels}", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_stream_costs(report: dict, path: str | Path) -> Path:
+    """Figure 5: cumulative time and memory of N token-by-token steps, one line per model and form."""
+    fig, (time_ax, memory_ax) = plt.subplots(1, 2, figsize=(11, 4.4))
+    by_model: dict[str, list[dict]] = {}
+    for row in report["stream"]:
+        by_model.setdefault(row["model"], []).append(row)
+    for name, rows in by_model.items():
+        ns = [r["n"] for r in rows]
+        (line,) = time_ax.plot(ns, [r["seconds"] for r in rows], marker="o", markersize=3, label=name)
+        memory_ax.plot(
+            ns, [r["state_bytes"] / 2**20 for r in rows], color=line.get_color(), label=f"{name}: state"
+        )
+        peaks = [(r["n"], r["peak_bytes"] / 2**20) for r in rows if r["peak_bytes"]]
+        if peaks:
+            memory_ax.plot(
+                *zip(*peaks, strict=True), "--", color=line.get_color(), label=f"{name}: peak growth"
+            )
+    time_ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="tokens streamed (N)",
+        ylabel="cumulative seconds",
+        title="Time of N steps (batch 1)",
+    )
+    memory_ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="tokens streamed (N)",
+        ylabel="MiB",
+        title="Memory: state held, peak resident growth",
+    )
+    for ax in (time_ax, memory_ax):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    provenance = f"commit {report['commit'][:12]}; " if report.get("commit") else ""
+    fig.suptitle(f"{provenance}{report['device']}; {report['stream_model']}", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
