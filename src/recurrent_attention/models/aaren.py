@@ -156,7 +156,10 @@ class Aaren(LayerStack):
     """Stacked Aaren layers in the same residual blocks as :class:`~.transformer.Transformer`.
 
     In eval mode without gradients :meth:`step` takes :class:`LayerStack`'s lean path with
-    :meth:`AarenAttention.lean_mixer`: per-token latency is what Aaren is for.
+    :meth:`AarenAttention.lean_mixer`: per-token latency is what Aaren is for. For a CPU
+    float32/float64 token that path runs as one compiled call (``AarenStepper`` in
+    :mod:`~recurrent_attention.ops.native`, on the same laid-out weights) where the kernels are built;
+    the two agree to rounding and tests hold them together.
     """
 
     def __init__(
@@ -179,3 +182,58 @@ class Aaren(LayerStack):
         del attn_dropout
         mixers = [AarenAttention(d_model, n_heads, path, qkv_bias) for _ in range(n_layers)]
         super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)
+        self._compiled_step: tuple[list, object] | None = None
+
+    def step(self, x_t: Tensor, state: list[ScanState]) -> tuple[Tensor, list[ScanState]]:
+        stepper = self._compiled_stepper(x_t, state)
+        if stepper is None:
+            return super().step(x_t, state)
+        y_t, flat = stepper.step(x_t, [t for layer in state for t in layer])
+        return y_t, [ScanState(*flat[i : i + 3]) for i in range(0, len(flat), 3)]
+
+    def _compiled_stepper(self, x_t: Tensor, state: list[ScanState]) -> object | None:
+        """The compiled step for this token and state, built from (and with) the lean layout; None
+        where the lean path would not run, the kernels are unavailable, or dtypes differ."""
+        dtype = self.blocks[0].mixer.query.dtype
+        if self.training or torch.is_grad_enabled() or x_t.dim() != 2 or x_t.dtype != dtype:
+            return None
+        if any(layer.m.dtype != dtype for layer in state):
+            return None
+        stepper_class = native.aaren_stepper(x_t)
+        if stepper_class is None:
+            return None
+        blocks, final_norm = self._lean_blocks()
+        cached = self._compiled_step
+        if cached is None or cached[0] is not blocks:
+            cached = self._compiled_step = (blocks, _build_stepper(stepper_class, self, blocks, final_norm))
+        return cached[1]
+
+
+def _build_stepper(stepper_class: type, model: Aaren, blocks: list, final_norm: tuple | None) -> object:
+    """An ``AarenStepper`` on the lean layout's tensors (the weights the Python lean step uses)."""
+    weights, eps = [], []
+    for lean in blocks:
+        mix_weight, mix_bias, out_weight, out_bias, _ = lean.mix.args
+        weights += [mix_weight, mix_bias, out_weight, out_bias]
+        weights += [lean.ff_in_weight, lean.ff_in_bias, lean.ff_out_weight, lean.ff_out_bias]
+        for norm in (lean.norm_mix, lean.norm_ff):
+            _, weight, bias, norm_eps = norm
+            weights += [weight, bias]
+            eps.append(norm_eps)
+    activation = model.blocks[0].ff[1]
+    gelu = isinstance(activation, nn.GELU)
+    if gelu and activation.approximate != "none":
+        raise ValueError("the compiled Aaren step computes the exact GELU")
+    _, final_weight, final_bias, final_eps = final_norm if final_norm is not None else (None, None, None, 0.0)
+    proj = model.blocks[0].mixer.proj
+    return stepper_class(
+        [w.detach() for w in weights],
+        eps,
+        model.blocks[0].norm_first,
+        gelu,
+        final_weight if final_weight is None else final_weight.detach(),
+        final_bias if final_bias is None else final_bias.detach(),
+        final_eps,
+        proj.n_heads,
+        proj.d_head,
+    )

@@ -93,3 +93,8 @@ def cumulative_attention(scores: torch.Tensor) -> Callable | None:
 def score_projection(query: torch.Tensor) -> Callable | None:
     """The compiled score projection for this query parameter (CPU, float32/64), or None."""
     return _kernel("score_projection", query)
+
+
+def aaren_stepper(token: torch.Tensor) -> type | None:
+    """The compiled ``AarenStepper`` class for this token (CPU, float32/64, eager), or None."""
+    return _kernel("AarenStepper", token)

@@ -9,4 +9,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Aaren's score projection: (A, b or None) with scores x @ A + b", py::arg("query"),
         py::arg("query_weight"), py::arg("query_bias"), py::arg("key_weight"), py::arg("key_bias"),
         py::arg("n_heads"));
+  py::class_<recurrent_attention::AarenStepper>(m, "AarenStepper",
+                                                "Aaren's eval step through every block, on laid-out weights")
+      .def(py::init<std::vector<torch::Tensor>, std::vector<double>, bool, bool, std::optional<torch::Tensor>,
+                    std::optional<torch::Tensor>, double, int64_t, int64_t>(),
+           py::arg("weights"), py::arg("eps"), py::arg("norm_first"), py::arg("gelu"), py::arg("final_weight"),
+           py::arg("final_bias"), py::arg("final_eps"), py::arg("heads"), py::arg("d_head"))
+      .def("step", &recurrent_attention::AarenStepper::step, "(y_t, [m, u, w per block])", py::arg("token"),
+           py::arg("state"));
 }

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <tuple>
+#include <vector>
 
 namespace recurrent_attention {
 
@@ -18,5 +19,27 @@ cumulative_attention(const torch::Tensor& scores, const torch::Tensor& values,
 std::tuple<torch::Tensor, std::optional<torch::Tensor>> score_projection(
     const torch::Tensor& query, const torch::Tensor& query_weight, const std::optional<torch::Tensor>& query_bias,
     const torch::Tensor& key_weight, const std::optional<torch::Tensor>& key_bias, int64_t n_heads);
+
+// Aaren's eval step for a (batch, d_model) token through every block (models.aaren.Aaren.step in
+// eval mode without gradients), on weights laid out once: per block, in this order, the values-
+// then-scores projection (d_model, d_model + H) and its bias, the output projection and bias, the
+// feed-forward's two (transposed) weights and biases, then the two layer norms' weights and biases;
+// per block the two layer norms' epsilons. The state is (m, u, w) per block, flat.
+class AarenStepper {
+ public:
+  AarenStepper(std::vector<torch::Tensor> weights, std::vector<double> eps, bool norm_first, bool gelu,
+               std::optional<torch::Tensor> final_weight, std::optional<torch::Tensor> final_bias,
+               double final_eps, int64_t heads, int64_t d_head);
+  std::tuple<torch::Tensor, std::vector<torch::Tensor>> step(const torch::Tensor& token,
+                                                             const std::vector<torch::Tensor>& state) const;
+
+ private:
+  std::vector<torch::Tensor> weights_;
+  std::vector<double> eps_;
+  bool norm_first_, gelu_;
+  std::optional<torch::Tensor> final_weight_, final_bias_;
+  double final_eps_;
+  int64_t heads_, d_head_;
+};
 
 }  // namespace recurrent_attention
