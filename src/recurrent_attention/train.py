@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.config_checks import ConfigError, check_config
 from recurrent_attention.data import DataError
+from recurrent_attention.data.fingerprint import data_identity, own_data_name, own_data_paths
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
@@ -37,6 +38,7 @@ from recurrent_attention.results.summary import (
     atomic_write_text,
     device_description,
     git_commit,
+    package_version,
     write_summary,
 )
 from recurrent_attention.runs.folder import set_aside_previous_run, usable_checkpoint
@@ -82,10 +84,14 @@ def _callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
 def identity_record(cfg: DictConfig) -> dict[str, Any]:
     """The fields that name a run in ``summary.json`` and ``failed.json`` (tables group by them)."""
     choices = HydraConfig.get().runtime.choices
+    own = own_data_paths(cfg)
     return {
         "task": choices.get("task"),
         "family": cfg.task.family,
-        "dataset": cfg.task.dataset,
+        # own data is its own dataset, named by its file: tables never set it beside a paper's number
+        "dataset": own_data_name(own) if own else cfg.task.dataset,
+        "own_data": bool(own),
+        "task_dataset": cfg.task.dataset,
         "setting": OmegaConf.to_container(cfg.task.get("setting", {}), resolve=True),
         "model": cfg.model.name,
         "seed": cfg.seed,
@@ -93,6 +99,7 @@ def identity_record(cfg: DictConfig) -> dict[str, Any]:
         "compat": cfg.task.get("compat", "default"),
         **run_ids(cfg, OmegaConf.to_container(choices)),
         "git_commit": git_commit(Path(__file__).parent),
+        "package_version": package_version(),
     }
 
 
@@ -131,6 +138,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "epochs": trainer.current_epoch,
         "resumed": last is not None,
         "best_checkpoint": best,
+        "data": data_identity(cfg, with_paths=True),
         "wall_time_s": time.time() - started,
         "device": device_description(),
         "native_kernels": native.in_use(),  # Aaren's C++ CPU kernels (ops/native.py) or its PyTorch forms
@@ -170,7 +178,9 @@ def main(cfg: DictConfig) -> dict[str, Any] | None:
         return run(cfg, run_dir, identity)
     try:
         with RunLock(run_dir):
-            return run_in_folder(cfg, run_dir, identity)
+            record = run_in_folder(cfg, run_dir, identity)
+        print(f"run folder: {run_dir}", file=sys.stderr)  # where summary.json and the checkpoints are
+        return record
     except RunFolderBusyError as err:
         return _stop(err, run_dir, multirun, EXIT_FOLDER_BUSY)
     except (SIGTERMException, KeyboardInterrupt):

@@ -10,10 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from recurrent_attention.data import sha256sum
 from tests.conftest import ROOT, read_summaries, run_train
 from tests.tasks.tsf.test_data import write_ett_csv
 
@@ -203,3 +205,21 @@ def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path
     (summary,) = read_summaries(tmp_path)
     assert summary["run_id"] == failure["run_id"] and summary["config_id"] == failure["config_id"]
     assert not list(tmp_path.rglob("failed.json"))
+
+
+def test_the_summary_names_own_data_by_its_file_and_records_what_was_read(finished: Path) -> None:
+    (summary,) = read_summaries(finished)
+    csv = Path(ett_csv_of(finished))
+    assert summary["dataset"] == "ETTh1.csv" and summary["own_data"] is True
+    assert summary["task_dataset"] == "ETTh1"
+    assert summary["data"]["files"]["task.datamodule.path"] == {
+        "path": str(csv),
+        "bytes": csv.stat().st_size,
+        "sha256": sha256sum(csv),
+    }
+    assert summary["package_version"] == metadata.version("recurrent-attention")
+
+
+def test_a_run_ends_by_printing_its_folder(finished: Path, tmp_path: Path) -> None:
+    proc = run_train(copy_of(finished, tmp_path), tmp_path)
+    assert proc.stderr.splitlines()[-1] == f"run folder: {run_dir_of(tmp_path)}"
