@@ -137,7 +137,12 @@ def test_corrupt_last_checkpoint_is_set_aside_and_the_run_starts_over(finished: 
     assert len(warnings) == 1 and "Traceback" not in proc.stderr
     (summary,) = read_summaries(tmp_path)
     assert summary["resumed"] is False
-    assert (run_dir / "checkpoints" / "last.ckpt.corrupt").is_file()
+    # the dead attempt's checkpoints went aside with its last.ckpt: the new best is best.ckpt, not
+    # best-v1.ckpt beside the old weights
+    (aside,) = (run_dir / "checkpoints").glob("corrupt-*")
+    assert sorted(p.name for p in aside.iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert Path(summary["best_checkpoint"]).name == "best.ckpt"
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.ckpt")) == ["best.ckpt", "last.ckpt"]
 
 
 def test_a_second_writer_of_a_folder_stops_with_the_folder_and_pid(finished: Path, tmp_path: Path) -> None:
