@@ -21,6 +21,7 @@ from typing import Any
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
@@ -28,7 +29,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import ConfigError, check_config
+from recurrent_attention.config_checks import ConfigError, check_config, check_group_choices
 from recurrent_attention.data import DataError
 from recurrent_attention.data.fingerprint import data_identity, own_data_name, own_data_paths
 from recurrent_attention.ops import native
@@ -113,13 +114,24 @@ def finite_metrics(tested: list[dict[str, float]], run_dir: Path) -> dict[str, f
     return metrics
 
 
+def build(node: DictConfig, **kwargs: Any) -> Any:
+    """``instantiate``, with a bad-input error raised by the constructor passed on as itself (one
+    line, exit 2) rather than inside Hydra's InstantiationException."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, ConfigError | DataError):
+            raise err.__cause__ from None
+        raise
+
+
 def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """Train and test one configuration in ``run_dir``; returns the summary record."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.task.datamodule)
-    backbone = instantiate(cfg.model.backbone)
-    module = instantiate(cfg.task.module, backbone=backbone)
+    datamodule = build(cfg.task.datamodule)
+    backbone = build(cfg.model.backbone)
+    module = build(cfg.task.module, backbone=backbone)
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=_callbacks(cfg, run_dir), logger=logger, default_root_dir=str(run_dir)
@@ -165,8 +177,19 @@ def run_in_folder(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> d
     return run(cfg, run_dir, identity)
 
 
+def main() -> None:
+    """The command (``train.py``, ``ra-train``): a misspelt config-group choice is one line, exit 2,
+    before Hydra composes anything; then the Hydra app."""
+    try:
+        check_group_choices(sys.argv[1:])
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    app()
+
+
 @hydra.main(config_path=str(CONFIG_DIR), config_name="train", version_base="1.3")
-def main(cfg: DictConfig) -> dict[str, Any] | None:
+def app(cfg: DictConfig) -> dict[str, Any] | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
