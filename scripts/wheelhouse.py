@@ -24,7 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # What a torch build brings with it: the node's torch has these already (or, CPU-only, needs none).
-WITH_TORCH = ("torch", "triton", "nvidia-", "cuda-", "pytorch-triton")
+# By prefix, except torch itself: torchmetrics (Lightning's) is a dependency like any other.
+TORCH = "torch"
+WITH_TORCH = ("triton", "nvidia-", "cuda-", "pytorch-triton")
 
 
 def target(python: str, platform: str) -> list[str]:
@@ -63,7 +65,7 @@ def pin(item: dict) -> str:
 def wanted(item: dict) -> bool:
     """Neither this package (built separately) nor torch's own packages (the node has them)."""
     name = item["metadata"]["name"].lower().replace("_", "-")
-    return name != "recurrent-attention" and not name.startswith(WITH_TORCH)
+    return name not in ("recurrent-attention", TORCH) and not name.startswith(WITH_TORCH)
 
 
 def wheels_of_sdists(extras: str, out: Path) -> None:

@@ -136,10 +136,12 @@ def test_setup_takes_the_cpu_build_where_no_gpu_is_found(tmp_path: Path) -> None
         pytest.skip("this machine has nvidia-smi on its system PATH")
     lines = install_torch(tmp_path, gpus=None).stdout.splitlines()
     assert lines[0] == "make setup: no NVIDIA GPU found (nvidia-smi lists none): torch 2.13.0, CPU build"
-    # the wheels already on disk first (here: the CPU wheel pip's find-links holds), then the CPU index
+    # a torch wheel already on disk first (here: the CPU wheel pip's find-links holds) and its
+    # dependencies from the usual index; else all from PyTorch's CPU index
     assert lines[1:] == [
-        "  python -m pip install torch==2.13.0 --no-index",
-        "  python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
+        "  route 1: python -m pip install torch==2.13.0 --no-index --no-deps && "
+        "python -m pip install torch==2.13.0",
+        "  route 2: python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
     ]
 
 
@@ -147,7 +149,7 @@ def test_setup_takes_pypis_cuda_build_where_a_gpu_is_found(tmp_path: Path) -> No
     lines = install_torch(tmp_path, gpus="GPU 0: NVIDIA H100 (UUID: GPU-1)").stdout.splitlines()
     assert lines == [
         "make setup: NVIDIA GPU found (GPU 0: NVIDIA H100 (UUID: GPU-1)): torch 2.13.0, CUDA build (PyPI)",
-        "  python -m pip install torch==2.13.0",
+        "  route 1: python -m pip install torch==2.13.0",
     ]
     forced = install_torch(tmp_path, gpus="GPU 0: NVIDIA H100", TORCH_BUILD="cpu").stdout.splitlines()
     assert forced[0] == "make setup: TORCH_BUILD=cpu: torch 2.13.0, CPU build"

@@ -122,3 +122,10 @@ def test_a_missing_target_column_names_the_file(good_lines: list[str], tmp_path:
     with pytest.raises(DataError, match=r"task\.target='OT' is not a column") as err:
         setup_with(tmp_path / "no_ot.csv", lines)
     assert str(tmp_path / "no_ot.csv") in str(err.value)
+
+
+def test_an_own_csv_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+    """The bug: a FileNotFoundError traceback from the CSV reader."""
+    dm = TSFDataModule("ETTh1", "custom", seq_len=16, pred_len=8, path=str(tmp_path / "nope.csv"))
+    with pytest.raises(DataError, match=r"nope\.csv: no such file or folder \(given as own data"):
+        dm.setup()
