@@ -50,13 +50,27 @@ def test_a_large_file_is_known_by_size_time_and_its_first_and_last_mib(tmp_path:
     assert fp.fingerprint(big)["edges_sha256"] != first["edges_sha256"]
 
 
-def test_a_folder_is_known_by_its_listing(tmp_path: Path) -> None:
-    clips = tmp_path / "mp4"
-    clips.mkdir()
-    (clips / "Walk_p02_r00_v00_c01.mp4").write_bytes(b"x" * 10)
+def test_a_small_folder_is_known_by_its_contents(tmp_path: Path) -> None:
+    train = tmp_path / "train.pkl"
+    train.write_bytes(b"x" * 10)
     first = fp.fingerprint(tmp_path)
     assert first["files"] == 1 and first["bytes"] == 10
-    (clips / "Walk_p02_r01_v00_c01.mp4").write_bytes(b"y")
+    stat = train.stat()
+    train.write_bytes(b"y" * 10)  # the same size and time, other contents
+    os.utime(train, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    fp._file_fingerprint.cache_clear()
+    assert fp.fingerprint(tmp_path)["contents_sha256"] != first["contents_sha256"]
+
+
+def test_a_large_folder_is_known_by_its_listing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(fp, "FOLDER_CONTENT_FILES", 1)
+    clips = tmp_path / "mp4"
+    clips.mkdir()
+    for name in ("Walk_p02_r00_v00_c01.mp4", "Walk_p02_r01_v00_c01.mp4"):
+        (clips / name).write_bytes(b"x" * 10)
+    first = fp.fingerprint(tmp_path)
+    assert first["files"] == 2 and first["bytes"] == 20 and "listing_sha256" in first
+    (clips / "Walk_p02_r02_v00_c01.mp4").write_bytes(b"y")
     assert fp.fingerprint(tmp_path)["listing_sha256"] != first["listing_sha256"]
 
 

@@ -8,9 +8,11 @@ command starts a new run instead of answering "already finished" with the old re
 tables record it as its own dataset, named by the file, never beside a paper's number.
 
 A fingerprint is the full sha256 of a file up to ``FULL_HASH_BYTES`` (cheap); above that, the
-size, the modification time and the sha256 of the first and last MiB. A folder (a release of
-video clips, a Minari dataset) is fingerprinted by the name, size and modification time of every
-file below it: reading thousands of clips to name a run would cost more than the run's start.
+size, the modification time and the sha256 of the first and last MiB. A folder is fingerprinted
+file by file in the same way (name and fingerprint) while it is small (``FOLDER_CONTENT_FILES``
+files, ``FOLDER_CONTENT_BYTES`` in all: a few event-forecasting pickles, a Minari dataset); a
+larger one (a release of video clips) by the name, size and modification time of every file
+below it: reading thousands of clips to name a run would cost more than the run's start.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from recurrent_attention.data.sources import get_source, registry
 
 FULL_HASH_BYTES = 64 << 20
 EDGE_BYTES = 1 << 20
+FOLDER_CONTENT_FILES = 1000
+FOLDER_CONTENT_BYTES = 256 << 20
 DATAMODULE = "task.datamodule"
 # Keys of the datamodule node that name files read instead of the registry's (the convention of
 # every family, CONTRIBUTING.md): ``path``, ``files`` (split -> path) and ``<split>_path``.
@@ -50,16 +54,23 @@ def _file_fingerprint(path: str, size: int, mtime_ns: int) -> dict[str, Any]:
 
 
 def _folder_fingerprint(folder: Path) -> dict[str, Any]:
-    listing = hashlib.sha256()
-    n_files, n_bytes = 0, 0
-    for root, dirs, files in os.walk(folder):
+    files = []
+    for root, dirs, names in os.walk(folder):
         dirs.sort()
-        for name in sorted(files):
-            stat = (Path(root) / name).stat()
-            relative = (Path(root) / name).relative_to(folder).as_posix()
-            listing.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-            n_files, n_bytes = n_files + 1, n_bytes + stat.st_size
-    return {"files": n_files, "bytes": n_bytes, "listing_sha256": listing.hexdigest()}
+        files += [Path(root) / name for name in sorted(names)]
+    stats = [path.stat() for path in files]
+    n_bytes = sum(stat.st_size for stat in stats)
+    by_content = len(files) <= FOLDER_CONTENT_FILES and n_bytes <= FOLDER_CONTENT_BYTES
+    digest = hashlib.sha256()
+    for path, stat in zip(files, stats, strict=True):
+        relative = path.relative_to(folder).as_posix()
+        if by_content:
+            described = _file_fingerprint(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        else:
+            described = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        digest.update(f"{relative}\0{sorted(described.items())}\n".encode())
+    kind = "contents_sha256" if by_content else "listing_sha256"
+    return {"files": len(files), "bytes": n_bytes, kind: digest.hexdigest()}
 
 
 def fingerprint(path: str | Path) -> dict[str, Any]:
