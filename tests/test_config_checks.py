@@ -153,6 +153,7 @@ def test_group_choices_that_exist_or_are_sweep_syntax_pass() -> None:
     check_group_choices(["task=tsf/etth1", "model=transformer,aaren", "experiment=null", "task.lr=0.1"])
     check_group_choices(["model=choice(aaren,transformer)", "hydra/launcher=joblib", "--cfg", "job"])
     check_group_choices(["task/video/optimizer@task.module.optimizer=adamw"])
+    check_group_choices(["hydra.searchpath=[file:///my/conf]", "task=mine/own_task"])
 
 
 def test_train_py_answers_a_misspelt_model_in_one_line_with_exit_2() -> None:

@@ -209,8 +209,11 @@ def check_group_choices(args: Sequence[str]) -> None:
     """A misspelt ``task=``/``model=`` (any group of ``conf/``) is one line naming close options.
 
     Runs on the command line before Hydra, whose own answer is several lines and exit 1. Groups
-    under ``hydra/`` are left to Hydra (its plugins add options that ``conf/`` does not hold).
+    under ``hydra/`` are left to Hydra (its plugins add options that ``conf/`` does not hold), and
+    so is everything when ``hydra.searchpath`` adds config folders of the user's own.
     """
+    if any(arg.lstrip("+").startswith("hydra.searchpath") for arg in args):
+        return
     for arg in args:
         key, sep, value = arg.partition("=")
         group = key.lstrip("+~").partition("@")[0]
