@@ -31,7 +31,12 @@ from omegaconf import DictConfig, OmegaConf
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.config_checks import ConfigError, check_config, check_group_choices
 from recurrent_attention.data import DataError
-from recurrent_attention.data.fingerprint import data_identity, own_data_name, own_data_paths
+from recurrent_attention.data.fingerprint import (
+    data_identity,
+    own_data_name,
+    own_data_paths,
+    require_own_data,
+)
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
@@ -194,7 +199,8 @@ def app(cfg: DictConfig) -> dict[str, Any] | None:
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         check_config(cfg)  # before the identity below, which resolves the whole config
-    except ConfigError as err:
+        require_own_data(cfg)  # a mistyped path is a bad command: no run, so no failed.json
+    except (ConfigError, DataError) as err:
         return _stop(err, run_dir, multirun, EXIT_BAD_INPUT)
     identity = identity_record(cfg)
     if rank_zero_only.rank != 0:  # a DDP worker process: rank 0 owns the folder

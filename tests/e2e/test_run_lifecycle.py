@@ -186,9 +186,10 @@ def test_nan_metric_fails_the_run_and_writes_no_summary(ett_csv: Path, tmp_path:
 
 
 def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path) -> None:
-    data = tmp_path / "late" / "ETTh1.csv"
-    command = [*SETTINGS, f"task.datamodule.path={data}", "task.max_epochs=1"]
-    failed = run_train(command, tmp_path, check=False)
+    command = [*SETTINGS, f"task.datamodule.path={ett_csv}", "task.max_epochs=1"]
+    command += [f"+callbacks.fail._target_={HELPERS}.FailOnce", "+callbacks.fail.epoch=0"]
+    command += [f"+callbacks.fail.once_marker={tmp_path}/failed_once"]
+    failed = run_train(command, tmp_path / "out", env=WITH_HELPERS, check=False)
     assert failed.returncode != 0
     (failure,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
     fields = (
@@ -203,12 +204,20 @@ def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path
         "config_id",
         "git_commit",
     )
-    assert set(fields) <= set(failure) and "ETTh1.csv" in failure["error"] and failure["traceback"]
-    data.parent.mkdir()
-    data.write_bytes(ett_csv.read_bytes())
-    run_train(command, tmp_path)
-    (summary,) = read_summaries(tmp_path)
+    assert set(fields) <= set(failure) and "does not repeat" in failure["error"] and failure["traceback"]
+    run_train(command, tmp_path / "out", env=WITH_HELPERS)
+    (summary,) = read_summaries(tmp_path / "out")
     assert summary["run_id"] == failure["run_id"] and summary["config_id"] == failure["config_id"]
+    assert not list(tmp_path.rglob("failed.json"))
+
+
+def test_own_data_that_is_not_there_is_one_line_and_no_failed_run(tmp_path: Path) -> None:
+    missing = tmp_path / "late" / "ETTh1.csv"
+    proc = run_train([*ONE_EPOCH, f"task.datamodule.path={missing}"], tmp_path, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: {missing}: no such file or folder (given as own data, task.datamodule.path); check the path"
+    )
     assert not list(tmp_path.rglob("failed.json"))
 
 

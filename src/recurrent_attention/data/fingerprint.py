@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from recurrent_attention.data.download import MIRROR_ENV, sha256sum
+from recurrent_attention.data.download import MIRROR_ENV, DataError, sha256sum
 from recurrent_attention.data.sources import get_source, registry
 
 FULL_HASH_BYTES = 64 << 20
@@ -102,6 +102,14 @@ def own_data_paths(cfg: DictConfig) -> dict[str, str]:
         elif value is not None:
             found[dotted] = str(value)
     return found
+
+
+def require_own_data(cfg: DictConfig) -> None:
+    """Every own file a config names exists: checked before the run is named, so a mistyped path is
+    one line (the key and the path) and no failed run is recorded for data that was never there."""
+    for key, path in own_data_paths(cfg).items():
+        if not Path(path).exists():
+            raise DataError(f"{path}: no such file or folder (given as own data, {key}); check the path")
 
 
 def own_data_name(paths: Mapping[str, str]) -> str:
