@@ -216,7 +216,7 @@ def test_own_data_that_is_not_there_is_one_line_and_no_failed_run(tmp_path: Path
     proc = run_train([*ONE_EPOCH, f"task.datamodule.path={missing}"], tmp_path, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
-        f"error: {missing}: no such file or folder (given as own data, task.datamodule.path); check the path"
+        f"error: task.datamodule.path={missing}: no such file or folder; check the path (own data)"
     )
     assert not list(tmp_path.rglob("failed.json"))
 

@@ -74,7 +74,7 @@ def test_failing_job_does_not_stop_the_sweep(ett_csv: Path, tmp_path: Path) -> N
     )
     assert [s["model"] for s in read_summaries(tmp_path)] == ["aaren"]
     # a path that is not there is a bad command, caught before the job runs: one line, no failed.json
-    assert f"error: {tmp_path}/missing.csv: no such file or folder" in proc.stderr
+    assert f"error: task.datamodule.path={tmp_path}/missing.csv: no such file or folder" in proc.stderr
     assert not list(tmp_path.rglob("failed.json"))
     assert proc.returncode == 1
     report = proc.stderr[proc.stderr.index("1 job(s) of this sweep failed") :].splitlines()

@@ -109,7 +109,7 @@ def require_own_data(cfg: DictConfig) -> None:
     one line (the key and the path) and no failed run is recorded for data that was never there."""
     for key, path in own_data_paths(cfg).items():
         if not Path(path).exists():
-            raise DataError(f"{path}: no such file or folder (given as own data, {key}); check the path")
+            raise DataError(f"{key}={path}: no such file or folder; check the path (own data)")
 
 
 def own_data_name(paths: Mapping[str, str]) -> str:
