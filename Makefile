@@ -6,11 +6,22 @@ DATASETS ?= ETTh1 ETTh2 ETTm1 exchange_rate
 RA_DATA_MIRROR ?= $(wildcard ../shared/data)
 export RA_DATA_MIRROR
 
-.PHONY: setup test lint data rl-data tables results figures bench lm-cost
+# The torch `make setup` installs (pyproject.toml accepts a range; this is the version tested).
+TORCH ?= 2.13.0
+# The Python a wheelhouse is for (the node's, e.g. 3.12), and the extras it carries.
+PY ?= $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+EXTRAS ?= dev,rl
 
-setup:  ## create .venv, install the package with its test tools (torch 2.13.0 CPU build), build the C++ kernels
-	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q && .venv/bin/pip install -e ".[dev,rl]"
+.PHONY: setup test lint data rl-data tables results figures bench lm-cost wheelhouse
+
+setup:  ## create .venv: torch $(TORCH) (the CPU build unless an NVIDIA GPU is found; it says which), the package with its test tools, the C++ kernels
+	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q
+	.venv/bin/python scripts/install_torch.py $(TORCH)
+	.venv/bin/pip install -e ".[dev,rl]"
 	$(PYTHON) scripts/build_kernels.py
+
+wheelhouse:  ## every dependency but torch as wheels for Python $(PY) in wheelhouse/, for `pip install --no-index --find-links wheelhouse` beside a node's own torch
+	$(PYTHON) scripts/wheelhouse.py --python $(PY) --extras $(EXTRAS) --out wheelhouse
 
 test:  ## the whole test suite (CPU, no network, smoke-sized)
 	$(PYTHON) -m pytest -q

@@ -4,7 +4,9 @@ python scripts/ef_stream.py outputs/ef/mimic/aaren/paper/seed1-<run_id> --sequen
 python scripts/ef_stream.py            # an untrained demo model on a generated sin sequence
 """
 
+import sys
+
 from recurrent_attention.tasks.ef.stream import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,11 +3,16 @@ and each value a user can mistype is refused in one line naming the key, the val
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import ConfigError, check_config
+from recurrent_attention.config_checks import ConfigError, check_config, check_group_choices
+from tests.conftest import ROOT
 from tests.e2e.test_configs import FIRST_TASK_OF_FAMILY
 
 register_resolvers()
@@ -110,3 +115,53 @@ def test_unresolvable_config_is_a_config_error() -> None:
     cfg = composed("task=tsf/etth1", "model=timesformer")
     with pytest.raises(ConfigError, match=r"task\.crop_size"):
         check_config(cfg)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA GPU")
+def test_trainer_gpu_without_a_gpu_stops_before_any_data_is_read() -> None:
+    with pytest.raises(
+        ConfigError, match=r"trainer.accelerator=gpu \(trainer=gpu\) but torch .* sees no CUDA GPU"
+    ):
+        check_config(composed("trainer=gpu"))
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["task=tsf/etth9"],
+            "task=tsf/etth9 is not an option of conf/task/ (close names: tsf/etth2, tsf/etth1",
+        ),
+        (
+            ["-m", "model=transformer,aaron", "seed=1,2"],
+            "model=aaron is not an option of conf/model/ (close names: aaren)",
+        ),
+        (["preset=fast"], "preset=fast is not an option of conf/preset/ (no option is close)"),
+        (
+            ["+experiment=aaren/tfs"],
+            "experiment=aaren/tfs is not an option of conf/experiment/ (close names: aaren/tsf",
+        ),
+    ],
+)
+def test_a_misspelt_group_choice_names_the_close_ones(args: list[str], line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_group_choices(args)
+    assert str(err.value).startswith(line)
+
+
+def test_group_choices_that_exist_or_are_sweep_syntax_pass() -> None:
+    check_group_choices(["task=tsf/etth1", "model=transformer,aaren", "experiment=null", "task.lr=0.1"])
+    check_group_choices(["model=choice(aaren,transformer)", "hydra/launcher=joblib", "--cfg", "job"])
+    check_group_choices(["task/video/optimizer@task.module.optimizer=adamw"])
+    check_group_choices(["hydra.searchpath=[file:///my/conf]", "task=mine/own_task"])
+
+
+def test_train_py_answers_a_misspelt_model_in_one_line_with_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "model=aaron"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: model=aaron is not an option of conf/model/ (close names: aaren); "
+        "python train.py --help lists them all"
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -31,6 +32,12 @@ def ddp_precision() -> str:
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
+def program() -> str:
+    """How the user started a run, for ``--help``: ``ra-train`` (the installed command) or
+    ``python train.py`` (the checkout's entry point)."""
+    return "ra-train" if Path(sys.argv[0]).name.startswith("ra-train") else "python train.py"
+
+
 def _negate(value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"${{ra.not:...}} takes true or false, got {value!r}: set that key to true or false")
@@ -43,7 +50,8 @@ def register_resolvers() -> None:
     ``${ra.env_unset:VAR}`` is true when VAR is empty or unset (wandb goes offline without a key);
     ``${ra.not:${key}}`` negates a boolean (one switch setting two options, e.g. CRT's positions);
     ``${ra.run_id:}`` is the run's config hash (see ``runs.identity``);
-    ``${ra.ddp_*:}`` fill ``trainer=ddp`` from the machine it starts on.
+    ``${ra.ddp_*:}`` fill ``trainer=ddp`` from the machine it starts on;
+    ``${ra.program:}`` is the command's own name (``--help`` names itself).
     """
     resolvers = {
         "ra.env_unset": lambda name: not os.environ.get(name),
@@ -53,6 +61,7 @@ def register_resolvers() -> None:
         "ra.ddp_accelerator": ddp_accelerator,
         "ra.ddp_devices": ddp_devices,
         "ra.ddp_precision": ddp_precision,
+        "ra.program": program,
     }
     for name, resolver in resolvers.items():
         if not OmegaConf.has_resolver(name):

@@ -9,14 +9,17 @@ task family that does not have it) is skipped.
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 
+from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.models.blocks import ACTIVATIONS
 from recurrent_attention.ops import PATHS
 from recurrent_attention.tasks.ef.data import FORMATS
@@ -174,4 +177,57 @@ def check_config(cfg: DictConfig) -> None:
             f"model.d_model={d_model} is not divisible by model.n_heads={n_heads}: "
             "use a d_model that is a multiple of n_heads"
         )
+    check_accelerator(cfg)
     require_resolvable(cfg)
+
+
+GPU_ACCELERATORS = ("gpu", "cuda")
+
+
+def check_accelerator(cfg: DictConfig) -> None:
+    """``trainer=gpu`` on a machine without a CUDA GPU stops here, before any data is read (Lightning
+    would raise only after the datamodule has loaded, in a traceback)."""
+    accelerator = _value(cfg, "trainer.accelerator")
+    if accelerator in GPU_ACCELERATORS and not torch.cuda.is_available():
+        build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
+        raise ConfigError(
+            f"trainer.accelerator={accelerator} (trainer=gpu) but torch {torch.__version__} ({build}) sees "
+            "no CUDA GPU; use trainer=cpu, or on a GPU machine install torch's CUDA build (make setup)"
+        )
+
+
+SWEEP_SYNTAX = "()[]*$"  # choice(...), range(...), glob(...), interpolations: left to Hydra
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group (``task`` -> ``tsf/etth1``, ...), as one types them."""
+    folder = CONFIG_DIR / group
+    return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.yaml"))
+
+
+def check_group_choices(args: Sequence[str]) -> None:
+    """A misspelt ``task=``/``model=`` (any group of ``conf/``) is one line naming close options.
+
+    Runs on the command line before Hydra, whose own answer is several lines and exit 1. Groups
+    under ``hydra/`` are left to Hydra (its plugins add options that ``conf/`` does not hold), and
+    so is everything when ``hydra.searchpath`` adds config folders of the user's own.
+    """
+    if any(arg.lstrip("+").startswith("hydra.searchpath") for arg in args):
+        return
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        group = key.lstrip("+~").partition("@")[0]
+        if arg.startswith("-") or not sep or group.startswith("hydra") or not (CONFIG_DIR / group).is_dir():
+            continue
+        if any(c in value for c in SWEEP_SYNTAX):
+            continue
+        options = group_options(group)
+        for choice in value.split(","):
+            if choice and choice != "null" and choice not in options:
+                shown = [o for o in options if not o.rpartition("/")[2].startswith("_")]
+                close = difflib.get_close_matches(choice, shown, n=5, cutoff=0.6)
+                hint = f"close names: {', '.join(close)}" if close else "no option is close"
+                raise ConfigError(
+                    f"{group}={choice} is not an option of conf/{group}/ ({hint}); "
+                    "python train.py --help lists them all"
+                )

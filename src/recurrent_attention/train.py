@@ -21,6 +21,7 @@ from typing import Any
 import hydra
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
@@ -28,8 +29,14 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import ConfigError, check_config
+from recurrent_attention.config_checks import ConfigError, check_config, check_group_choices
 from recurrent_attention.data import DataError
+from recurrent_attention.data.fingerprint import (
+    data_identity,
+    own_data_name,
+    own_data_paths,
+    require_own_data,
+)
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
@@ -37,6 +44,7 @@ from recurrent_attention.results.summary import (
     atomic_write_text,
     device_description,
     git_commit,
+    package_version,
     write_summary,
 )
 from recurrent_attention.runs.folder import set_aside_previous_run, usable_checkpoint
@@ -82,10 +90,14 @@ def _callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
 def identity_record(cfg: DictConfig) -> dict[str, Any]:
     """The fields that name a run in ``summary.json`` and ``failed.json`` (tables group by them)."""
     choices = HydraConfig.get().runtime.choices
+    own = own_data_paths(cfg)
     return {
         "task": choices.get("task"),
         "family": cfg.task.family,
-        "dataset": cfg.task.dataset,
+        # own data is its own dataset, named by its file: tables never set it beside a paper's number
+        "dataset": own_data_name(own) if own else cfg.task.dataset,
+        "own_data": bool(own),
+        "task_dataset": cfg.task.dataset,
         "setting": OmegaConf.to_container(cfg.task.get("setting", {}), resolve=True),
         "model": cfg.model.name,
         "seed": cfg.seed,
@@ -93,6 +105,7 @@ def identity_record(cfg: DictConfig) -> dict[str, Any]:
         "compat": cfg.task.get("compat", "default"),
         **run_ids(cfg, OmegaConf.to_container(choices)),
         "git_commit": git_commit(Path(__file__).parent),
+        "package_version": package_version(),
     }
 
 
@@ -106,13 +119,24 @@ def finite_metrics(tested: list[dict[str, float]], run_dir: Path) -> dict[str, f
     return metrics
 
 
+def build(node: DictConfig, **kwargs: Any) -> Any:
+    """``instantiate``, with a bad-input error raised by the constructor passed on as itself (one
+    line, exit 2) rather than inside Hydra's InstantiationException."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, ConfigError | DataError):
+            raise err.__cause__ from None
+        raise
+
+
 def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """Train and test one configuration in ``run_dir``; returns the summary record."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.task.datamodule)
-    backbone = instantiate(cfg.model.backbone)
-    module = instantiate(cfg.task.module, backbone=backbone)
+    datamodule = build(cfg.task.datamodule)
+    backbone = build(cfg.model.backbone)
+    module = build(cfg.task.module, backbone=backbone)
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=_callbacks(cfg, run_dir), logger=logger, default_root_dir=str(run_dir)
@@ -131,6 +155,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "epochs": trainer.current_epoch,
         "resumed": last is not None,
         "best_checkpoint": best,
+        "data": data_identity(cfg, with_paths=True),
         "wall_time_s": time.time() - started,
         "device": device_description(),
         "native_kernels": native.in_use(),  # Aaren's C++ CPU kernels (ops/native.py) or its PyTorch forms
@@ -157,20 +182,34 @@ def run_in_folder(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> d
     return run(cfg, run_dir, identity)
 
 
+def main() -> None:
+    """The command (``train.py``, ``ra-train``): a misspelt config-group choice is one line, exit 2,
+    before Hydra composes anything; then the Hydra app."""
+    try:
+        check_group_choices(sys.argv[1:])
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    app()
+
+
 @hydra.main(config_path=str(CONFIG_DIR), config_name="train", version_base="1.3")
-def main(cfg: DictConfig) -> dict[str, Any] | None:
+def app(cfg: DictConfig) -> dict[str, Any] | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         check_config(cfg)  # before the identity below, which resolves the whole config
-    except ConfigError as err:
+        require_own_data(cfg)  # a mistyped path is a bad command: no run, so no failed.json
+    except (ConfigError, DataError) as err:
         return _stop(err, run_dir, multirun, EXIT_BAD_INPUT)
     identity = identity_record(cfg)
     if rank_zero_only.rank != 0:  # a DDP worker process: rank 0 owns the folder
         return run(cfg, run_dir, identity)
     try:
         with RunLock(run_dir):
-            return run_in_folder(cfg, run_dir, identity)
+            record = run_in_folder(cfg, run_dir, identity)
+        print(f"run folder: {run_dir}", file=sys.stderr)  # where summary.json and the checkpoints are
+        return record
     except RunFolderBusyError as err:
         return _stop(err, run_dir, multirun, EXIT_FOLDER_BUSY)
     except (SIGTERMException, KeyboardInterrupt):

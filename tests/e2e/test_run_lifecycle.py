@@ -10,10 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from recurrent_attention.data import sha256sum
 from tests.conftest import ROOT, read_summaries, run_train
 from tests.tasks.tsf.test_data import write_ett_csv
 
@@ -135,7 +137,12 @@ def test_corrupt_last_checkpoint_is_set_aside_and_the_run_starts_over(finished: 
     assert len(warnings) == 1 and "Traceback" not in proc.stderr
     (summary,) = read_summaries(tmp_path)
     assert summary["resumed"] is False
-    assert (run_dir / "checkpoints" / "last.ckpt.corrupt").is_file()
+    # the dead attempt's checkpoints went aside with its last.ckpt: the new best is best.ckpt, not
+    # best-v1.ckpt beside the old weights
+    (aside,) = (run_dir / "checkpoints").glob("corrupt-*")
+    assert sorted(p.name for p in aside.iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert Path(summary["best_checkpoint"]).name == "best.ckpt"
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.ckpt")) == ["best.ckpt", "last.ckpt"]
 
 
 def test_a_second_writer_of_a_folder_stops_with_the_folder_and_pid(finished: Path, tmp_path: Path) -> None:
@@ -179,9 +186,10 @@ def test_nan_metric_fails_the_run_and_writes_no_summary(ett_csv: Path, tmp_path:
 
 
 def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path) -> None:
-    data = tmp_path / "late" / "ETTh1.csv"
-    command = [*SETTINGS, f"task.datamodule.path={data}", "task.max_epochs=1"]
-    failed = run_train(command, tmp_path, check=False)
+    command = [*SETTINGS, f"task.datamodule.path={ett_csv}", "task.max_epochs=1"]
+    command += [f"+callbacks.fail._target_={HELPERS}.FailOnce", "+callbacks.fail.epoch=0"]
+    command += [f"+callbacks.fail.once_marker={tmp_path}/failed_once"]
+    failed = run_train(command, tmp_path / "out", env=WITH_HELPERS, check=False)
     assert failed.returncode != 0
     (failure,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
     fields = (
@@ -196,10 +204,36 @@ def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path
         "config_id",
         "git_commit",
     )
-    assert set(fields) <= set(failure) and "ETTh1.csv" in failure["error"] and failure["traceback"]
-    data.parent.mkdir()
-    data.write_bytes(ett_csv.read_bytes())
-    run_train(command, tmp_path)
-    (summary,) = read_summaries(tmp_path)
+    assert set(fields) <= set(failure) and "does not repeat" in failure["error"] and failure["traceback"]
+    run_train(command, tmp_path / "out", env=WITH_HELPERS)
+    (summary,) = read_summaries(tmp_path / "out")
     assert summary["run_id"] == failure["run_id"] and summary["config_id"] == failure["config_id"]
     assert not list(tmp_path.rglob("failed.json"))
+
+
+def test_own_data_that_is_not_there_is_one_line_and_no_failed_run(tmp_path: Path) -> None:
+    missing = tmp_path / "late" / "ETTh1.csv"
+    proc = run_train([*ONE_EPOCH, f"task.datamodule.path={missing}"], tmp_path, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: task.datamodule.path={missing}: no such file or folder; check the path (own data)"
+    )
+    assert not list(tmp_path.rglob("failed.json"))
+
+
+def test_the_summary_names_own_data_by_its_file_and_records_what_was_read(finished: Path) -> None:
+    (summary,) = read_summaries(finished)
+    csv = Path(ett_csv_of(finished))
+    assert summary["dataset"] == "ETTh1.csv" and summary["own_data"] is True
+    assert summary["task_dataset"] == "ETTh1"
+    assert summary["data"]["files"]["task.datamodule.path"] == {
+        "path": str(csv),
+        "bytes": csv.stat().st_size,
+        "sha256": sha256sum(csv),
+    }
+    assert summary["package_version"] == metadata.version("recurrent-attention")
+
+
+def test_a_run_ends_by_printing_its_folder(finished: Path, tmp_path: Path) -> None:
+    proc = run_train(copy_of(finished, tmp_path), tmp_path)
+    assert proc.stderr.splitlines()[-1] == f"run folder: {run_dir_of(tmp_path)}"

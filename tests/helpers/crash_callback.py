@@ -43,3 +43,14 @@ class TerminateAtBatch(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch) and _first_time(self.once_marker):
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+class FailOnce(L.Callback):
+    """Raise at the end of ``epoch`` (a crash that is not the data's fault), only the first time."""
+
+    def __init__(self, epoch: int, once_marker: str) -> None:
+        self.epoch, self.once_marker = epoch, once_marker
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.current_epoch == self.epoch and _first_time(self.once_marker):
+            raise RuntimeError("a crash that the same command does not repeat")

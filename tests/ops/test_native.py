@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -282,3 +283,30 @@ def test_compiled_aaren_step_equals_the_python_lean_step(dtype: torch.dtype, opt
     compiled, _ = stream(model.step, x[:5], python_state)
     python, _ = stream(lambda t, s: LayerStack.step(model, t, s), x[:5], python_state)
     torch.testing.assert_close(compiled, python, **TOLERANCE[dtype])
+
+
+def test_the_build_is_cached_per_source_and_per_python_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bug: every venv on a machine shared one cache entry, so each rebuilt it in turn."""
+    from torch.utils import cpp_extension
+
+    names: list[str] = []
+    monkeypatch.setattr(cpp_extension, "load", lambda name, **kwargs: names.append(name))
+
+    def built_name() -> str:
+        native.extension.cache_clear()
+        native.extension()
+        return names[-1]
+
+    try:
+        here = built_name()
+        assert built_name() == here  # the same environment and sources: the same cached build
+        monkeypatch.setattr(sys, "prefix", str(tmp_path / "another-venv"))
+        other_env = built_name()
+        source = tmp_path / "changed.cpp"
+        source.write_text("// another version of the kernels\n")
+        monkeypatch.setattr(native, "SOURCES", [*native.SOURCES, source])
+        assert len({here, other_env, built_name()}) == 3
+    finally:
+        native.extension.cache_clear()

@@ -182,3 +182,13 @@ def test_unreadable_record_names_the_file(tmp_path: Path) -> None:
     bad.write_text('{"task": "tsf/etth1", "metr')
     with pytest.raises(RunRecordError, match=r"x/summary\.json: unreadable run record"):
         load_runs([tmp_path / "runs"])
+
+
+def test_own_data_is_never_beside_a_paper_number(tmp_path: Path, reference: Path) -> None:
+    """A file of one's own named like the benchmark (``ETTh1``) is still its own dataset."""
+    runs = tmp_path / "runs"
+    summary(runs / "registry", 1, {"mse": 0.4, "mae": 0.5}, own_data=False)
+    summary(runs / "own", 1, {"mse": 0.1, "mae": 0.2}, own_data=True, extra=["task.datamodule.path=ETTh1"])
+    rows, _ = rows_of(runs, reference)
+    paper = {row["mse (ours)"]: row["mse (paper)"] for row in rows}
+    assert paper == {"0.400": "0.53 ± 0.04", "0.100": ""}

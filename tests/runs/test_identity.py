@@ -92,3 +92,13 @@ def test_folder_name_stays_short_with_many_overrides() -> None:
     overrides = [f"+notes.a_rather_long_key_number_{i}=value_{i}" for i in range(60)]
     folder = Path(run_folder(*overrides))
     assert len(folder.name) <= len("seed1-") + 12 and folder != Path(run_folder())
+
+
+def test_editing_own_data_changes_the_run(tmp_path: Path) -> None:
+    """The bug: edit the CSV, run the same command, get "already finished" with the old result."""
+    csv = tmp_path / "my.csv"
+    csv.write_text("date,OT\n2020-01-01,1.0\n")
+    before = run_folder(f"task.datamodule.path={csv}")
+    assert run_folder(f"task.datamodule.path={csv}") == before
+    csv.write_text("date,OT\n2020-01-01,2.0\n")
+    assert run_folder(f"task.datamodule.path={csv}") != before

@@ -194,6 +194,8 @@ def own_or_registered(
     """The user's own file or folder (``task.datamodule.path``, read as given, no checksum) when
     set; otherwise the registered source's verified file (:func:`resolve_file`)."""
     if own is not None:
+        if not Path(own).exists():
+            raise DataError(f"{own}: no such file or folder (given as own data, task.datamodule.path)")
         return Path(own)
     return resolve_file(source_name, key, data_dir, mirror, download)
 

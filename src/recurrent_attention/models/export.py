@@ -149,26 +149,12 @@ class OnnxStream:
 
 
 def load_backbone(run_dir: Path) -> Aaren:
-    """The backbone of a finished ``train.py`` run, with its best (else last) checkpoint's weights."""
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
+    """The backbone of a finished ``train.py`` run with the weights of the checkpoint its
+    ``summary.json`` names (``runs.finished``, the one loader of a finished run; imported here, in
+    the command line's path only, so that the model layer never needs it)."""
+    from recurrent_attention.runs.finished import load_finished_run
 
-    from recurrent_attention.config import register_resolvers
-
-    config = run_dir / ".hydra" / "config.yaml"
-    checkpoints = [run_dir / "checkpoints" / name for name in ("best.ckpt", "last.ckpt")]
-    checkpoint = next((c for c in checkpoints if c.is_file()), None)
-    if not config.is_file() or checkpoint is None:
-        raise FileNotFoundError(
-            f"{run_dir} is not a finished train.py run: it needs .hydra/config.yaml and "
-            "checkpoints/best.ckpt (or last.ckpt); pass the run folder printed by train.py"
-        )
-    register_resolvers()
-    cfg = OmegaConf.load(config)
-    backbone = instantiate(cfg.model.backbone)
-    module = instantiate(cfg.task.module, backbone=backbone)
-    module.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"])
-    return backbone
+    return load_finished_run(run_dir).load_module().backbone
 
 
 def check_and_time(backbone: Aaren, path: str | Path, tokens: int, threads: int = 1, seed: int = 0) -> dict:
@@ -213,9 +199,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.manual_seed(0)
         backbone = Aaren(d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.0)
     else:
+        from recurrent_attention.runs.finished import RunFolderError
+
         try:
             backbone = load_backbone(args.run)
-        except FileNotFoundError as err:
+        except RunFolderError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
         if not isinstance(backbone, Aaren):

@@ -4,14 +4,17 @@ At the sizes Aaren trains at on a CPU (event forecasting: ~6 tokens, d_model 64)
 of its two attention-specific pieces is dozens of small ops whose dispatch, not arithmetic, is the
 cost: the cumulative prefix-attention kernel (fwd+bwd at B=16, H=4, N=6, d_head 16: ~220 µs) and
 the score projection (~115 µs). The C++ forms are one call each way (~75 µs and ~20 µs).
-The build (g++ and ninja, about a minute) runs once per source version and is cached under
-``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``). Where it cannot build (no
+The build (g++ and ninja, about a minute) runs once per source version and Python environment
+and is cached under ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``), in a folder
+named by both (:func:`build_name`): venvs on one machine never share, and so never rebuild in
+turn, one entry. Where it cannot build (no
 compiler), or with ``RA_NATIVE_KERNELS=0``, the PyTorch forms run: same results to rounding.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -39,6 +42,17 @@ def _put_ninja_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
 
 
+def build_name(flags: list[str]) -> str:
+    """The module's name and cache folder: ``NAME`` plus a hash of the sources' bytes, the flags,
+    this environment (``sys.prefix``), its Python and its torch. torch's builder keys its cache by
+    name alone, so one shared name made every venv rebuild over the others' build."""
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
+    digest.update(repr((flags, sys.prefix, sys.version, torch.__version__)).encode())
+    return f"{NAME}_{digest.hexdigest()[:12]}"
+
+
 @functools.cache
 def extension() -> ModuleType | None:
     """The compiled module, or None (switched off, or the build failed: warned once, with the reason)."""
@@ -52,8 +66,8 @@ def extension() -> ModuleType | None:
         # OpenMP makes at::parallel_for split rows over torch's threads (its libgomp is the one
         # already loaded); without it the kernels run serially, and correctly.
         openmp = ["-fopenmp"] if sys.platform.startswith("linux") else []
-        sources = [str(s) for s in SOURCES]
-        return load(name=NAME, sources=sources, extra_cflags=["-O3", *openmp], extra_ldflags=openmp)
+        sources, cflags = [str(s) for s in SOURCES], ["-O3", *openmp]
+        return load(name=build_name(cflags), sources=sources, extra_cflags=cflags, extra_ldflags=openmp)
     except (ImportError, OSError, RuntimeError) as err:
         warnings.warn(
             f"native attention kernels unavailable ({err}); using the PyTorch forms "

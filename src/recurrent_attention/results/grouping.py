@@ -70,6 +70,12 @@ def _labels(descriptions: list[dict[str, Any]], config_keys: list[str]) -> list[
     return labels
 
 
+def own_data(record: pd.Series | dict) -> bool:
+    """True for a run on own files (``summary.json``'s ``own_data``; records from before it have none)."""
+    value = record.get("own_data")
+    return value is not None and not pd.isna(value) and bool(value)
+
+
 def config_rows(
     runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], means: Sequence[str] = ()
 ) -> pd.DataFrame:
@@ -95,6 +101,7 @@ def config_rows(
         seeds = {int(s) for s in frame["seed"]}
         failed_seeds = {int(s) for s in failed.loc[failed["config_key"] == config_key, "seed"]} - seeds
         row.update(
+            own_data=own_data(first),
             config_key=config_key,
             config=first["config"],
             n=len(frame),

@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import tempfile
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,14 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     return commit + ("-dirty" if dirty else "")
+
+
+def package_version() -> str | None:
+    """The installed ``recurrent-attention`` version: what a wheel install has instead of a git commit."""
+    try:
+        return metadata.version("recurrent-attention")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def device_description() -> str:

@@ -132,7 +132,8 @@ def compare(
 ) -> tuple[pd.DataFrame, list[str]]:
     """Our numbers per metric beside the paper's, one row per config; and the notes that go with them.
 
-    Columns: ``keys``, model, ``config`` (only where two configs share keys + model), for each metric
+    A row of own data (``own_data``) gets no paper number. Columns: ``keys``, model, ``config``
+    (only where two configs share keys + model), for each metric
     ours and the paper's, ``n``, ``seeds``, ``failed seeds`` / ``missing seeds`` (only where some
     row has them), wall time per run and the mean of each column in ``means`` (one decimal).
     """
@@ -143,7 +144,8 @@ def compare(
         line["config"] = row["label"]
         for metric in metrics:
             line[f"{metric} (ours)"] = _ours(row, metric, digits)
-            paper = reference_lookup(row, metric) if reference is not None else None
+            # own data is never set beside a paper's number, whatever its file is called
+            paper = reference_lookup(row, metric) if reference is not None and not row["own_data"] else None
             line[f"{metric} (paper)"] = format_pm(*paper, 2) if paper is not None else ""
         line["n"] = row["n"]
         line["seeds"] = seed_ranges(row["seeds"])

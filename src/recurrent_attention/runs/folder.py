@@ -41,7 +41,12 @@ def set_aside_previous_run(run_dir: Path, hydra_log: str) -> Path | None:
 
 
 def usable_checkpoint(path: Path) -> Path | None:
-    """``path`` if it loads as a Lightning checkpoint; a corrupt one becomes ``<name>.corrupt``."""
+    """``path`` if it loads as a Lightning checkpoint, else None with the attempt's checkpoints aside.
+
+    A corrupt ``last.ckpt`` means the attempt that wrote it died; the new run starts from scratch.
+    Every checkpoint of that attempt moves with it into ``corrupt-<UTC time>/`` beside them, so the
+    new run's ``best.ckpt`` never lands as ``best-v1.ckpt`` next to the dead attempt's weights.
+    """
     if not path.is_file():
         return None
     try:
@@ -49,11 +54,13 @@ def usable_checkpoint(path: Path) -> Path | None:
         if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "loops" not in checkpoint:
             raise ValueError("not a Lightning training checkpoint")
     except Exception as err:  # a truncated or foreign file: any load error means "cannot resume"
-        aside = path.with_name(path.name + ".corrupt")
-        path.replace(aside)
+        aside = path.parent / datetime.now(timezone.utc).strftime("corrupt-%Y%m%dT%H%M%S.%fZ")
+        aside.mkdir()
+        for old in sorted(path.parent.glob("*.ckpt")):
+            old.rename(aside / old.name)
         print(
-            f"warning: {path} cannot be loaded ({type(err).__name__}); "
-            f"moved to {aside.name}, starting from scratch",
+            f"warning: {path} cannot be loaded ({type(err).__name__}); it and the other checkpoints of "
+            f"that attempt moved to {aside}, starting from scratch",
             file=sys.stderr,
         )
         return None

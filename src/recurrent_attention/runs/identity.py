@@ -9,6 +9,9 @@ hash with the seed removed: the runs that a results table averages over seeds sh
 
 Values are hashed as resolved and typed, so ``task.lr=0.5`` and ``task.lr=5e-1`` are one run, but
 ``trainer.limit_train_batches=1`` (one batch) and ``=1.0`` (every batch) are not.
+
+The data read is part of the identity too (``data.fingerprint``): the registry's checksums, or a
+fingerprint of the contents of own files, so an edited CSV is a new run, never "already finished".
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
+
+from recurrent_attention.data.fingerprint import data_identity
 
 HASH_LENGTH = 12
 # Dotted keys that do not change a run's result.
@@ -39,7 +44,8 @@ NAMING_CHOICES = ("task", "preset")
 
 
 def identity_content(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, Any]:
-    """What the hash covers: the resolved config less ``IGNORED_KEYS``, and the naming choices.
+    """What the hash covers: the resolved config less ``IGNORED_KEYS``, the naming choices and the
+    data read (``data_identity``: registry checksums or own files' fingerprints).
 
     Ignored values are masked before resolving, so a copy made by interpolation (the datamodule's
     ``data_dir: ${paths.data_dir}``) is ignored too.
@@ -58,7 +64,8 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, A
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(leaf, None)
-    return {"config": content, "choices": {name: choices.get(name) for name in NAMING_CHOICES}}
+    choices = {name: choices.get(name) for name in NAMING_CHOICES}
+    return {"config": content, "choices": choices, "data": data_identity(cfg)}
 
 
 def _masked(node: Any) -> Any:
@@ -105,7 +112,8 @@ def run_id_resolver(*, _root_: DictConfig) -> str:
 
 
 def run_ids_of_folder(run_dir: str | Path) -> dict[str, str]:
-    """The ids of a finished or failed run, recomputed from the config Hydra saved in ``.hydra/``."""
+    """The ids of a finished or failed run, recomputed from the config Hydra saved in ``.hydra/`` and
+    the data as it is now (an own file edited since gives other ids)."""
     from recurrent_attention.config import register_resolvers  # the config's own resolvers
 
     register_resolvers()

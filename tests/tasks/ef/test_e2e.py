@@ -49,7 +49,8 @@ def test_smoke_thp_pickle(tmp_path: Path, model: str) -> None:
         env={"RA_DATA_MIRROR": str(tmp_path / "mirror")},
     )
     (summary,) = read_summaries(tmp_path / "out")
-    assert summary["family"] == "ef" and summary["dataset"] == "thp_mimic" and summary["model"] == model
+    assert summary["family"] == "ef" and summary["model"] == model
+    assert summary["dataset"] == "data_mimic" and summary["own_data"]  # own files: named by their folder
     assert set(summary["metrics"]) == {"nll", "nll_meta_tpp", "rmse", "acc"}
     assert all(math.isfinite(v) for v in summary["metrics"].values())
 

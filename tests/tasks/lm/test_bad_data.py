@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from recurrent_attention.config_checks import ConfigError
 from recurrent_attention.data import DataError
 from recurrent_attention.tasks.lm.data import LMDataModule
 
@@ -33,3 +34,23 @@ def test_empty_training_file(tmp_path: Path) -> None:
 def test_too_short_evaluation_file_names_itself(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=rf"^{tmp_path / 'ptb.test.txt'}: 2 tokens are too few for 2 streams"):
         setup_with(tmp_path, test=b" cat \n")
+
+
+def test_own_files_without_valid_and_test_are_one_line() -> None:
+    """The bug: ``ConfigKeyError`` from deep inside the datamodule, with a traceback."""
+    with pytest.raises(ConfigError, match=r"task\.files has no valid, test"):
+        LMDataModule("ptb", vocab_size=8, seg_len=2, files={"train": "a.txt"})
+
+
+def test_train_py_gets_the_constructors_own_error_not_hydras_wrapper() -> None:
+    """``train.build`` passes the one-line error on (exit 2) instead of Hydra's InstantiationException."""
+    from omegaconf import OmegaConf
+
+    from recurrent_attention.train import build
+
+    node = OmegaConf.create(
+        {"_target_": "recurrent_attention.tasks.lm.data.LMDataModule", "source": "ptb", "vocab_size": 8}
+        | {"seg_len": 2, "files": {"train": "a.txt"}}
+    )
+    with pytest.raises(ConfigError, match=r"task\.files has no valid, test"):
+        build(node)

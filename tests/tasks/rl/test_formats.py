@@ -85,6 +85,13 @@ def test_minari_episodes_in_order_with_returns_to_go(tmp_path: Path) -> None:
         ({"actions": np.zeros((8, 1), np.float32)}, "actions has 8 rows but 9"),
         ({"rewards": np.where(np.arange(9) == 4, np.nan, REWARDS).astype(np.float32)}, "rewards holds NaN"),
         ({"observations": np.full((9, 2), np.inf, np.float32)}, "observations holds NaN or inf"),
+        # finite in float64, infinite in the model's float32 (the bug: "the run diverged")
+        ({"rewards": np.full(9, 1e300)}, "rewards: the sum of .rewards. is 9e.300, beyond float32"),
+        ({"rewards": np.full(9, 1e38)}, "rewards: the sum of .rewards. is 9e.38, beyond float32"),
+        (
+            {"observations": np.full((9, 2), -1e39)},
+            "observations: the largest .value. is 1e.39, beyond float32",
+        ),
         (
             {k: np.zeros((0, 2) if k.endswith("observations") else (0,)) for k in ("observations", "rewards")}
             | {"actions": np.zeros((0, 1)), "terminals": np.zeros(0, bool), "timeouts": np.zeros(0, bool)},

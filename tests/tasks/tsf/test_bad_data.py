@@ -104,3 +104,28 @@ def test_constant_channel_keeps_scale_one(good_lines, tmp_path: Path) -> None:
     dm = setup_with(tmp_path / "flat.csv", lines)
     assert dm.scaler.std[-1] == 1.0 and dm.scaler.mean[-1] == 3.5
     assert np.all(dm.datasets["test"].values[:, -1].numpy() == 0.0)
+
+
+@pytest.mark.parametrize(("rows", "split_rows"), [(50, 35), (1, 0)])
+def test_a_csv_too_short_for_its_windows_is_one_line(tmp_path: Path, rows: int, split_rows: int) -> None:
+    """The bugs: ``__len__() should return >= 0`` (50 rows), "too large to standardise" (one row)."""
+    path = tmp_path / "short.csv"
+    write_ett_csv(path, rows)
+    dm = TSFDataModule("ETTh1", "custom", seq_len=96, pred_len=96, path=str(path))
+    with pytest.raises(DataError, match=f"{rows} rows leave the train split {split_rows} rows") as err:
+        dm.setup()
+    assert str(path) in str(err.value) and "task.seq_len + task.pred_len = 192" in str(err.value)
+
+
+def test_a_missing_target_column_names_the_file(good_lines: list[str], tmp_path: Path) -> None:
+    lines = [line.rpartition(",")[0] for line in good_lines]  # the OT column dropped
+    with pytest.raises(DataError, match=r"task\.target='OT' is not a column") as err:
+        setup_with(tmp_path / "no_ot.csv", lines)
+    assert str(tmp_path / "no_ot.csv") in str(err.value)
+
+
+def test_an_own_csv_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+    """The bug: a FileNotFoundError traceback from the CSV reader."""
+    dm = TSFDataModule("ETTh1", "custom", seq_len=16, pred_len=8, path=str(tmp_path / "nope.csv"))
+    with pytest.raises(DataError, match=r"nope\.csv: no such file or folder \(given as own data"):
+        dm.setup()

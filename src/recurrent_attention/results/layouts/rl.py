@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from recurrent_attention.results.grouping import own_data
 from recurrent_attention.results.tables import Table, compare, load_reference, provenance
 
 PAPER_ENVS = {"halfcheetah": "HalfCheetah", "hopper": "Hopper", "walker2d": "Walker", "ant": "Ant"}
@@ -43,10 +44,10 @@ def paper_key(dataset: str) -> tuple[str, str] | None:
 def on_d4rl(row: pd.Series) -> bool:
     """A registered D4RL dataset read from the registry, not an own file under its name.
 
-    The run's setting records ``data_path``: null for the registry's file, the path of own data.
+    The run records ``own_data`` (and its setting ``data_path``: null for the registry's file).
     """
-    own_data = pd.notna(row.get("setting.data_path"))
-    return paper_key(row["dataset"]) is not None and not own_data
+    own = pd.notna(row.get("setting.data_path")) or own_data(row)
+    return paper_key(row["dataset"]) is not None and not own
 
 
 def _with_data_returns(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

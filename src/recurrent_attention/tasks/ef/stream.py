@@ -10,6 +10,7 @@ trained in parallel can be deployed on a live stream. ``main`` is the command li
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from recurrent_attention.data import DataError
 from recurrent_attention.models.base import State
+from recurrent_attention.runs.finished import RunFolderError, load_finished_run
 from recurrent_attention.tasks.ef.head import EventModel
 from recurrent_attention.tasks.ef.mixture import LogNormalMixture
 
@@ -92,16 +95,18 @@ def parallel_predictions(model: EventModel, times: Sequence[float], marks: Seque
 
 
 def _load_run(run_dir: Path) -> tuple[EventModel, list]:
-    """The best checkpoint's model and the test sequences of a finished ``train.py`` run."""
+    """The model of a finished event-forecasting run (the checkpoint its summary names) and its test
+    sequences; a folder that is not one is one :class:`RunFolderError` line."""
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
-    checkpoint = run_dir / "checkpoints" / "best.ckpt"
-    module.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"])
-    datamodule = instantiate(cfg.task.datamodule)
-    return module.model, datamodule.load_splits()["test"]
+    run = load_finished_run(run_dir)
+    if run.family != "ef":
+        raise RunFolderError(
+            f"{run_dir}: a {run.family} run (task {run.summary.get('task')}); "
+            "scripts/ef_stream.py streams event-forecasting runs (task=ef/...)"
+        )
+    module = run.load_module()
+    return module.model, instantiate(run.config.task.datamodule).load_splits()["test"]
 
 
 def _demo_model() -> tuple[EventModel, list]:
@@ -113,7 +118,7 @@ def _demo_model() -> tuple[EventModel, list]:
     return EventModel(Aaren(d_model=16, n_heads=2, n_layers=1, d_ff=32), n_marks=1), generate_sin(3, seed=0)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Stream a test sequence event by event; print next-event predictions."
     )
@@ -123,7 +128,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sequence", type=int, default=0, help="index of the test sequence")
     parser.add_argument("--events", type=int, default=20, help="how many events to show")
     args = parser.parse_args(argv)
-    model, sequences = _load_run(args.run) if args.run else _demo_model()
+    try:
+        model, sequences = _load_run(args.run) if args.run else _demo_model()
+    except (RunFolderError, DataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not -len(sequences) <= args.sequence < len(sequences):
+        print(
+            f"error: --sequence {args.sequence}: the test split has {len(sequences)} sequences",
+            file=sys.stderr,
+        )
+        return 2
     seq = sequences[args.sequence]
     n = min(args.events, len(seq))
     header = ("event", "time", "mark", "E[next interval]", "E[next time]", "next mark")
@@ -134,3 +149,4 @@ def main(argv: Sequence[str] | None = None) -> None:
         mark = "-" if pred.mark is None else str(pred.mark)
         observed = f"{i:>5} {seq.times[i]:>10.4f} {seq.marks[i]:>5}"
         print(f"{observed} | {pred.interval_mean:>16.4f} {pred.time_mean:>12.4f} {mark:>9}{truth}")
+    return 0

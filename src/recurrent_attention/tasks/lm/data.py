@@ -163,6 +163,12 @@ class LMDataModule(L.LightningDataModule):
         if tokens_per_step is not None:
             batch_size = max(1, round(tokens_per_step / (seg_len * bptt_segments)))
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        missing = [key for key in SPLIT_FILES.values() if files is not None and not files.get(key)]
+        if missing:
+            raise ConfigError(
+                f"task.files has no {', '.join(missing)}: own corpora need all three, e.g. "
+                "task.files='{train: a.txt, valid: b.txt, test: c.txt}'"
+            )
         self.files, self.data_dir, self.mirror, self.download = files, data_dir, mirror, download
         self.vocab: Vocabulary | None = None
         self.datasets: dict[str, SegmentWindows] = {}

@@ -69,6 +69,11 @@ def _check_arrays(arrays: dict[str, np.ndarray], n_steps: int, where: str) -> No
             raise DataError(f"{where}: {key} must be 2-d (steps, dims), got shape {value.shape}")
         if value.dtype.kind == "f" and not np.isfinite(value).all():
             raise DataError(f"{where}: {key} holds NaN or inf values")
+        # the model reads float32, and a return-to-go sums the rewards: both must stay finite there
+        size = float(np.abs(value).sum() if key == "rewards" else np.abs(value).max(initial=0.0))
+        if value.dtype.kind == "f" and size > float(np.finfo(np.float32).max):
+            what = "the sum of |rewards|" if key == "rewards" else "the largest |value|"
+            raise DataError(f"{where}: {key}: {what} is {size:.3g}, beyond float32 (3.4e38); rescale it")
 
 
 def read_d4rl(path: str | Path) -> list[Trajectory]:

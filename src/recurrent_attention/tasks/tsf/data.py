@@ -89,6 +89,18 @@ def split_borders(
     return list(zip(starts, ends, strict=True))
 
 
+def require_windows(
+    borders: list[tuple[int, int]], seq_len: int, pred_len: int, n_rows: int, file: str | Path
+) -> None:
+    """Every split holds at least one window of ``seq_len`` inputs and ``pred_len`` targets."""
+    for split, (start, end) in zip(SPLITS, borders, strict=True):
+        if end - start < seq_len + pred_len:
+            raise DataError(
+                f"{file}: {n_rows} rows leave the {split} split {max(end - start, 0)} rows, fewer than "
+                f"task.seq_len + task.pred_len = {seq_len + pred_len}; use a longer file or shorter windows"
+            )
+
+
 @dataclass
 class Standardizer:
     """Per-channel z-scoring fitted on training rows only (population std, as sklearn's StandardScaler)."""
@@ -110,10 +122,15 @@ class Standardizer:
         return values * self.std + self.mean
 
 
-def select_columns(frame: pd.DataFrame, features: str, target: str) -> pd.DataFrame:
+def select_columns(
+    frame: pd.DataFrame, features: str, target: str, file: str | Path = "the CSV"
+) -> pd.DataFrame:
     """TSLib's column order: every channel but the date, the target last; ``S`` keeps the target only."""
     if target not in frame.columns:
-        raise DataError(f"task.target={target!r} is not a column of the CSV ({list(frame.columns)[:8]}...)")
+        raise DataError(
+            f"{file}: task.target={target!r} is not a column (columns: {', '.join(frame.columns[:8])}"
+            f"{', ...' if len(frame.columns) > 8 else ''}); set task.target to one of them"
+        )
     if features == "S":
         return frame[[target]]
     if features == "M":
@@ -195,7 +212,7 @@ class TSFDataModule(L.LightningDataModule):
             return
         path = self.csv_path()
         frame = read_csv(path)
-        channels = select_columns(frame, self.features, self.target)
+        channels = select_columns(frame, self.features, self.target, path)
         values = numeric_values(channels, path)
         if self.n_channels is not None and values.shape[1] != self.n_channels:
             raise DataError(
@@ -204,6 +221,7 @@ class TSFDataModule(L.LightningDataModule):
             )
         marks = time_features(parse_dates(frame["date"], path), self.freq)
         borders = split_borders(len(frame), self.seq_len, self.layout, path)
+        require_windows(borders, self.seq_len, self.pred_len, len(frame), path)
         train_start, train_end = borders[0]
         self.scaler = Standardizer.fit(values[train_start:train_end])
         require_scalable(self.scaler.mean, self.scaler.std, path, [f"column {c!r}" for c in channels.columns])

@@ -1,0 +1,80 @@
+"""The one loader of a finished run: its config, its ``summary.json`` and the checkpoint that names.
+
+Scripts that use a trained model (``scripts/export_step.py``, ``scripts/ef_stream.py``) load it
+here and nowhere else, so they take the weights the run was tested with: the checkpoint
+``summary.json`` names (``best_checkpoint``; ``last.ckpt`` where the run monitored nothing), never
+a file picked by its name, which after a restart can be a killed attempt's (``best.ckpt`` beside
+the new ``best-v1.ckpt``). A folder that is not a finished run is one :class:`RunFolderError` line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from recurrent_attention.results.summary import SUMMARY_NAME
+
+CHECKPOINTS = "checkpoints"
+
+
+class RunFolderError(ValueError):
+    """A folder that is not a finished run (or lacks what its summary names); one line with the fix."""
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    run_dir: Path
+    config: DictConfig
+    summary: dict[str, Any]
+    checkpoint: Path
+
+    @property
+    def family(self) -> str:
+        return str(self.config.task.family)
+
+    def load_module(self) -> Any:
+        """The run's task module (and so its backbone) with the named checkpoint's weights."""
+        from hydra.utils import instantiate
+
+        module = instantiate(self.config.task.module, backbone=instantiate(self.config.model.backbone))
+        state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+        module.load_state_dict(state)
+        return module
+
+
+def named_checkpoint(run_dir: Path, summary: dict[str, Any]) -> Path:
+    """The checkpoint ``summary.json`` names, looked up by name in the run's own ``checkpoints/``
+    (the folder may have been moved or copied since the absolute path was written)."""
+    named = summary.get("best_checkpoint") or str(run_dir / CHECKPOINTS / "last.ckpt")
+    checkpoint = run_dir / CHECKPOINTS / Path(named).name
+    if not checkpoint.is_file():
+        raise RunFolderError(
+            f"{run_dir}: summary.json names the checkpoint {Path(named).name}, which is not in "
+            f"{CHECKPOINTS}/; copy the whole run folder, or run it again with force=true"
+        )
+    return checkpoint
+
+
+def load_finished_run(run_dir: str | Path) -> FinishedRun:
+    """Config, summary and named checkpoint of the finished ``train.py`` run in ``run_dir``."""
+    from recurrent_attention.config import register_resolvers  # the saved config's own resolvers
+
+    run_dir = Path(run_dir)
+    hint = "pass the folder a train.py run printed at its end (run folder: ...)"
+    if not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir}: no such folder; {hint}")
+    summary_path, config_path = run_dir / SUMMARY_NAME, run_dir / ".hydra" / "config.yaml"
+    if not summary_path.is_file() or not config_path.is_file():
+        missing = SUMMARY_NAME if not summary_path.is_file() else ".hydra/config.yaml"
+        raise RunFolderError(f"{run_dir}: not a finished train.py run (no {missing}); {hint}")
+    try:
+        summary = json.loads(summary_path.read_text())
+    except json.JSONDecodeError as err:
+        raise RunFolderError(f"{summary_path}: not valid JSON ({err}); run the run again") from None
+    register_resolvers()
+    return FinishedRun(run_dir, OmegaConf.load(config_path), summary, named_checkpoint(run_dir, summary))
