@@ -98,34 +98,92 @@ def test_temporal_fc_is_zero_initialised() -> None:
         assert blk.temporal_fc.weight.abs().sum() == 0 and blk.temporal_fc.bias.abs().sum() == 0
 
 
-def test_aaren_time_mixer_is_causal_over_frames() -> None:
+def causal_timesformer(n_frames: int = 3) -> TimeSformer:
     torch.manual_seed(0)
     model = TimeSformer(
-        img_size=16,
-        patch_size=8,
-        n_frames=4,
-        d_model=D,
-        n_layers=2,
-        n_heads=HEADS,
-        d_ff=16,
+        img_size=16, patch_size=8, n_frames=n_frames, d_model=D, n_layers=2, n_heads=HEADS, d_ff=16,
         time_mixer="aaren",
-    ).eval()
-    for blk in model.blocks:
-        torch.nn.init.normal_(blk.temporal_fc.weight, std=0.3)
-    video = torch.randn(1, 3, 4, 16, 16)
-    changed = video.clone()
-    changed[:, :, 3] += 1.0
-    before = model.embed(video)
-    _, out_a = model.run_blocks(model.initial_cls(1), before)
-    _, out_b = model.run_blocks(model.initial_cls(1), model.embed(changed))
-    # Space attention mixes the class token (which sees every frame) into each frame, so compare a
-    # model without class-token influence: frames 0..2 of the first block's time mixing only.
-    blk = model.blocks[0]
-    mixed_a = blk.temporal_attn(blk.temporal_norm1(before.flatten(0, 1)))
-    mixed_b = blk.temporal_attn(blk.temporal_norm1(model.embed(changed).flatten(0, 1)))
-    torch.testing.assert_close(mixed_a[:, :3], mixed_b[:, :3])
-    assert not torch.allclose(mixed_a[:, 3], mixed_b[:, 3])
-    assert not torch.allclose(out_a, out_b)
+    )  # fmt: skip
+    for p in model.parameters():  # every part, temporal_fc and time embedding included, has a say
+        torch.nn.init.normal_(p, std=0.3)
+    return model.double().eval()
+
+
+@pytest.mark.parametrize("changed", [0, 2, 4])
+def test_aaren_mode_is_causal_over_the_whole_network(changed: int) -> None:
+    """Perturb frame ``changed`` of 5 (the time embedding holds 3): every output before it stays
+    bit for bit, after the last block and the final norm; its own outputs move."""
+    model = causal_timesformer()
+    video = torch.randn(2, 3, 5, 16, 16, dtype=torch.float64)
+    other = video.clone()
+    other[:, :, changed] += 1.0
+    cls_a, patches_a = model.run_blocks(model.initial_cls(2, 5), model.embed(video))
+    cls_b, patches_b = model.run_blocks(model.initial_cls(2, 5), model.embed(other))
+    torch.testing.assert_close(patches_a[:, :, :changed], patches_b[:, :, :changed], rtol=0, atol=0)
+    torch.testing.assert_close(cls_a[:, :changed], cls_b[:, :changed], rtol=0, atol=0)
+    features_a, features_b = model.frame_features(video), model.frame_features(other)
+    torch.testing.assert_close(features_a[:, :changed], features_b[:, :changed], rtol=0, atol=0)
+    assert (features_a[:, changed] - features_b[:, changed]).abs().min() > 1e-6
+    torch.testing.assert_close(model(video)[0], features_a[:, -1])
+
+
+def test_step_equals_the_parallel_pass_with_a_state_of_constant_size() -> None:
+    model = causal_timesformer()
+    video = torch.randn(2, 3, 5, 16, 16, dtype=torch.float64)
+    expected = model.frame_features(video)
+    state = model.init_state(2, video)
+    sizes = []
+    for t in range(5):
+        features, state = model.step(video[:, :, t], state)
+        torch.testing.assert_close(features, expected[:, t])
+        sizes.append(sum(x.numel() for block in state.blocks for x in block) + state.feature_sum.numel())
+    assert len(set(sizes)) == 1 and state.frames == 5
+
+
+def test_softmax_mode_has_no_frame_by_frame_step() -> None:
+    model = TimeSformer(img_size=16, patch_size=8, n_frames=2, d_model=D, n_layers=1, n_heads=HEADS, d_ff=16)
+    with pytest.raises(ValueError, match="model.time_mixer=aaren"):
+        model.init_state(1, torch.zeros(1))
+
+
+def branch_block(keep: str) -> DividedBlock:
+    """A block in training mode, drop-path 0.5, whose only non-zero residual branch is ``keep``."""
+    torch.manual_seed(0)
+    block = DividedBlock(D, HEADS, 16, drop_path=0.5).double().train()
+    for p in block.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    silenced = {"time": [block.temporal_fc], "space": [block.attn.proj], "mlp": [block.mlp.fc2]}
+    for name, modules in silenced.items():
+        if name != keep:
+            for module in modules:
+                torch.nn.init.zeros_(module.weight)
+                torch.nn.init.zeros_(module.bias)
+    torch.nn.init.zeros_(block.temporal_fc.bias)  # the drop comes before temporal_fc, as officially
+    return block
+
+
+def test_mlp_drop_path_is_one_draw_per_sample_for_class_token_and_patches() -> None:
+    """The official block runs the MLP branch on the joined tokens ``(B, 1 + S·T, D)``: one mask per
+    sample; a sample's class token and patches are kept or dropped together."""
+    block = branch_block("mlp")
+    cls, patches = torch.randn(64, D, dtype=torch.float64), torch.randn(64, S, T, D, dtype=torch.float64)
+    out_cls, out_patches = block(cls, patches)
+    cls_kept = (out_cls - cls).abs().amax(-1) > 0
+    patches_kept = (out_patches - patches).abs().flatten(1).amax(-1) > 0
+    assert torch.equal(cls_kept, patches_kept) and 0 < int(cls_kept.sum()) < 64
+    expected = cls + 2.0 * block.mlp(block.norm2(cls))  # kept: scaled by 1 / (1 - 0.5)
+    torch.testing.assert_close(out_cls[cls_kept], expected[cls_kept])
+
+
+def test_time_drop_path_is_one_draw_per_patch_location() -> None:
+    """The official time branch acts on ``(B·H·W, T, D)``: one mask per sample and location."""
+    block = branch_block("time")
+    cls, patches = torch.randn(8, D, dtype=torch.float64), torch.randn(8, S, T, D, dtype=torch.float64)
+    _, out = block(cls, patches)
+    kept = (out - patches).abs().amax(-1) > 0  # (B, S, T)
+    assert torch.equal(kept, kept[:, :, :1].expand_as(kept))  # all frames of a location alike
+    per_sample = kept[:, :, 0].float().mean(1)
+    assert ((per_sample > 0) & (per_sample < 1)).any()  # locations of one sample differ
 
 
 def small_crvit(**kwargs) -> CRViT:
