@@ -142,7 +142,7 @@ def test_step_equals_the_parallel_pass_with_a_state_of_constant_size() -> None:
 
 def test_softmax_mode_has_no_frame_by_frame_step() -> None:
     model = TimeSformer(img_size=16, patch_size=8, n_frames=2, d_model=D, n_layers=1, n_heads=HEADS, d_ff=16)
-    with pytest.raises(ValueError, match="model.time_mixer=aaren"):
+    with pytest.raises(ValueError, match=r"model\.time_mixer=aaren"):
         model.init_state(1, torch.zeros(1))
 
 
