@@ -26,7 +26,12 @@ TINY = [
 
 @pytest.mark.parametrize(
     ("model", "extra"),
-    [("timesformer", []), ("cr_vit", []), ("cr_vit", ["model.time_mixer=aaren", "model.rnn=ncgru"])],
+    [
+        ("timesformer", []),
+        ("timesformer", ["task.compat=reference"]),
+        ("cr_vit", []),
+        ("cr_vit", ["model.time_mixer=aaren", "model.rnn=ncgru"]),
+    ],
 )
 def test_smoke_run(train_runner, release_folder: Path, tmp_path: Path, model: str, extra: list[str]) -> None:
     out = tmp_path / "out"
@@ -47,6 +52,9 @@ def test_smoke_run(train_runner, release_folder: Path, tmp_path: Path, model: st
     metrics = summary["metrics"]
     assert metrics["mca"] == metrics["acc"] and round(metrics["acc"] / 25, 6).is_integer()
     assert metrics["loss"] > 0
+    # PI-ViT tests the last checkpoint; the default protocol the best on validation
+    tested = "last.ckpt" if "task.compat=reference" in extra else "best.ckpt"
+    assert Path(summary["tested_checkpoint"]).name == tested
 
 
 def test_missing_path_is_one_line(train_runner, tmp_path: Path) -> None:

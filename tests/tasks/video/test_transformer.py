@@ -241,3 +241,47 @@ def test_vit_base_sizes_give_the_paper_parameter_count() -> None:
     """TimeSformer at ViT-B/16, 16 frames, 224 crop: 121.26M without the 31-class head (~121.3M with)."""
     model = TimeSformer(n_frames=16)
     assert sum(p.numel() for p in model.parameters()) + 768 * 31 + 31 == 121_288_735
+
+
+def block_inputs(model: CRViT, index: int) -> list[tuple[Tensor, Tensor, Tensor | None]]:
+    """Record ``(cls, patches, memory)`` each time block ``index`` runs (once per iteration)."""
+    seen: list[tuple[Tensor, Tensor, Tensor | None]] = []
+
+    def hook(module, args) -> None:
+        seen.append(tuple(None if a is None else a.clone() for a in args))
+
+    model.blocks[index].register_forward_pre_hook(hook)
+    return seen
+
+
+def test_iteration_two_class_token_carries_iteration_one_output() -> None:
+    """Iteration 2's class token starts as the learned token (with its position) plus iteration 1's
+    output class token before the final LayerNorm."""
+    model = small_crvit()
+    first_in = block_inputs(model, 0)
+    last_out: list[Tensor] = []
+    model.blocks[-1].register_forward_hook(lambda module, args, out: last_out.append(out[0].clone()))
+    model(torch.randn(2, 3, 4, 16, 16))
+    learned = model.cls_token[0, 0] + model.pos_embed[0, 0]
+    torch.testing.assert_close(first_in[0][0], learned.expand(2, -1))
+    torch.testing.assert_close(first_in[1][0], learned + last_out[0])
+
+
+def test_iteration_two_frames_carry_their_place_in_the_clip() -> None:
+    """With frame_split=split, iteration 2 sees frames 2..3 with time embeddings 2..3 (not 0..1)."""
+    model = small_crvit()
+    torch.nn.init.normal_(model.time_embed, std=1.0)
+    seen = block_inputs(model, 0)
+    video = torch.randn(2, 3, 4, 16, 16)
+    model(video)
+    patches = model.patch_embed(video[:, :, 2:])  # (B, S, 2, D), nothing added yet
+    expected = patches + model.pos_embed[0, 1:, None] + model.time_embed[0, None, 2:4]
+    torch.testing.assert_close(seen[1][1], expected)
+
+
+def test_memory_reaches_only_blocks_from_memory_from_block() -> None:
+    model = small_crvit(memory_from_block=1)
+    before, after = block_inputs(model, 0), block_inputs(model, 1)
+    model(torch.randn(2, 3, 4, 16, 16))
+    assert [m is None for _, _, m in before] == [True, True]
+    assert torch.equal(after[0][2], torch.zeros(2, D)) and after[1][2].abs().sum() > 0
