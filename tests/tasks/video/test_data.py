@@ -112,6 +112,20 @@ def write_audio_only(path: Path) -> None:
         container.mux(stream.encode())
 
 
+def write_cut_short(path: Path) -> None:
+    """An mp4 with its index first (``faststart``) whose last tenth of frame data is cut off."""
+    import av
+
+    with av.open(str(path), mode="w", options={"movflags": "faststart"}) as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.height, stream.width, stream.pix_fmt = 32, 48, "yuv420p"
+        for frame in indexed_frames():
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) * 9 // 10])
+
+
 def test_every_bad_clip_is_named_in_one_error_before_training(indexed_release: Path, tmp_path: Path) -> None:
     mp4 = tmp_path / "mp4"
     shutil.copytree(indexed_release / "mp4", mp4)
@@ -120,15 +134,17 @@ def test_every_bad_clip_is_named_in_one_error_before_training(indexed_release: P
     (mp4 / "Walk_p06_r00_v00_c01.mp4").write_bytes(whole[: len(whole) // 2])
     write_audio_only(mp4 / "Walk_p07_r00_v00_c01.mp4")
     write_mp4(mp4 / "Walk_p09_r00_v00_c01.mp4", indexed_frames(2))  # fewer frames than n_frames=4
+    write_cut_short(mp4 / "Walk_p12_r00_v00_c01.mp4")
     with pytest.raises(DataError) as caught:
         datamodule(tmp_path, "default")
     message = str(caught.value)
-    assert message.startswith("4 unusable clip(s)") and "\n" not in message
+    assert message.startswith("5 unusable clip(s)") and "\n" not in message
     for name, why in (
         ("Walk_p04_r00_v00_c01.mp4", "empty file"),
         ("Walk_p06_r00_v00_c01.mp4", "cannot be decoded"),
         ("Walk_p07_r00_v00_c01.mp4", "no video stream"),
         ("Walk_p09_r00_v00_c01.mp4", "2 frames, fewer than task.n_frames=4"),
+        ("Walk_p12_r00_v00_c01.mp4", "cut short: the header states 40 frames"),
     ):
         assert f"{name} ({why}" in message
     assert NAMES["test"] not in message
