@@ -12,6 +12,7 @@ from recurrent_attention.data import DataError
 from recurrent_attention.tasks.video.frames import eval_transform, read_frames, window_indices
 from recurrent_attention.tasks.video.scan import probe
 from recurrent_attention.tasks.video.synthetic import MOTIONS, motion_frames, write_mp4
+from tests.tasks.video.test_data import write_audio_only
 
 
 def bright_area_and_row(frames: torch.Tensor) -> tuple[list[float], list[float]]:
@@ -69,5 +70,13 @@ def test_bad_clip_is_one_line_naming_the_file(tmp_path: Path, content: bytes | N
     if content is not None:
         path.write_bytes(content)
     with pytest.raises(DataError, match=message) as caught:
+        read_frames(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_audio_only_mp4_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "Walk_p02_r00_v00_c02.mp4"
+    write_audio_only(path)
+    with pytest.raises(DataError, match="no video stream") as caught:
         read_frames(path)
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
