@@ -140,10 +140,17 @@ def test_step_equals_the_parallel_pass_with_a_state_of_constant_size() -> None:
     assert len(set(sizes)) == 1 and state.frames == 5
 
 
-def test_softmax_mode_has_no_frame_by_frame_step() -> None:
-    model = TimeSformer(img_size=16, patch_size=8, n_frames=2, d_model=D, n_layers=1, n_heads=HEADS, d_ff=16)
-    with pytest.raises(ValueError, match=r"model\.time_mixer=aaren"):
+@pytest.mark.parametrize(("cls", "mixer"), [(TimeSformer, "softmax"), (CRViT, "aaren")])
+def test_only_the_causal_timesformer_steps(cls: type, mixer: str) -> None:
+    model = cls(
+        img_size=16, patch_size=8, n_frames=2, d_model=D, n_layers=1, n_heads=HEADS, d_ff=16, time_mixer=mixer
+    )
+    with pytest.raises(
+        ValueError, match=r"model=timesformer model\.time_mixer=aaren|needs model\.time_mixer=aaren"
+    ):
         model.init_state(1, torch.zeros(1))
+    with pytest.raises(ValueError, match="time_mixer=aaren"):
+        model.frame_features(torch.zeros(1, 3, 2, 16, 16))
 
 
 def branch_block(keep: str) -> DividedBlock:

@@ -12,6 +12,7 @@ a replaced clip is checked again.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from recurrent_attention.data import DataError
@@ -104,6 +105,6 @@ def _write_cache(cache: Path | None, known: dict[str, dict]) -> None:
     if cache is None:
         return
     cache.parent.mkdir(parents=True, exist_ok=True)
-    partial = cache.with_suffix(".partial")
+    partial = cache.with_suffix(f".{os.getpid()}.partial")  # DDP ranks each write their own
     partial.write_text(json.dumps(known))
     partial.replace(cache)

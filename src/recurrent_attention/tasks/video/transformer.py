@@ -402,6 +402,12 @@ class CRViT(TimeSformer):
     def feature_dim(self) -> int:
         return 2 * self.d_model
 
+    def _require_causal(self, what: str) -> None:
+        raise ValueError(
+            f"{what}: CR-ViT has no frame-by-frame form (iteration 2 starts from iteration 1's memory); "
+            "model=timesformer model.time_mixer=aaren streams"
+        )
+
     def make_memory(self, patches: Tensor) -> Tensor:
         """The RNN's last hidden state over one iteration's non-class outputs ``(B, S, T, D)``."""
         outputs = self.norm(patches)
