@@ -7,6 +7,10 @@ so few clips); ``--size synthetic``: the size of experiment=video/synthetic_cpu.
 
     OMP_NUM_THREADS=1 python scripts/video_speed.py --size synthetic
     python scripts/video_speed.py --size vit-b16 --batch 1 --repeats 2
+
+``--stream``: TimeSformer with ``time_mixer=aaren`` run frame by frame (``step``: ms per frame, its
+state's size) against its parallel pass over the whole clip (ms per clip and per frame), and the
+largest difference between the two outputs.
 """
 
 from __future__ import annotations
@@ -75,16 +79,56 @@ def measure(model: torch.nn.Module, size: dict, n_classes: int, batch: int, repe
     }
 
 
+def fastest_ms(call, repeats: int) -> float:
+    """The fastest of ``repeats`` timed calls (after a warm-up), in milliseconds."""
+    call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return 1000 * min(times)
+
+
+@torch.no_grad()
+def stream(size: dict, batch: int, repeats: int) -> None:
+    model = TimeSformer(**size, time_mixer="aaren").eval()
+    frames = size["n_frames"]
+    video = torch.randn(batch, 3, frames, size["img_size"], size["img_size"])
+
+    def frame_by_frame() -> tuple[list[torch.Tensor], object]:
+        state, outputs = model.init_state(batch, video), []
+        for t in range(frames):
+            features, state = model.step(video[:, :, t], state)
+            outputs.append(features)
+        return outputs, state
+
+    outputs, state = frame_by_frame()
+    gap = (torch.stack(outputs, 1) - model.frame_features(video)).abs().max().item()
+    state_numbers = sum(x.numel() for block in state.blocks for x in block) + state.feature_sum.numel()
+    parallel = fastest_ms(lambda: model(video), repeats)
+    stepped = fastest_ms(frame_by_frame, repeats) / frames
+    print(
+        f"stream: step {stepped:.2f} ms/frame; parallel pass {parallel:.2f} ms/clip of {frames} frames "
+        f"= {parallel / frames:.2f} ms/frame; step / (parallel per frame) {stepped * frames / parallel:.2f}; "
+        f"state {state_numbers:,d} numbers whatever the frames seen; max |step - parallel| {gap:.1e}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="synthetic")
     parser.add_argument("--classes", type=int, default=31)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--stream", action="store_true", help="time the causal model's frame-by-frame step")
     args = parser.parse_args()
     size = SIZES[args.size]
     torch.manual_seed(0)
     print(f"size {args.size}: {size}, batch {args.batch}, torch threads {torch.get_num_threads()}")
+    if args.stream:
+        stream(size, args.batch, args.repeats)
+        return
     results = {}
     for name, cls in (("timesformer", TimeSformer), ("cr_vit", CRViT)):
         results[name] = measure(cls(**size), size, args.classes, args.batch, args.repeats)

@@ -114,6 +114,8 @@ RULES = (
     choice("model.position_rnn", ("gru", "ncgru")),
     choice("model.ncgru_inverse", ("neumann", "exact")),
     choice("task.compat", ("default", "reference")),
+    choice("task.test_checkpoint", ("best", "last")),
+    Rule(("stage1",), lambda v: isinstance(v, str) and bool(v), "the stage-1 run's checkpoint file"),
     choice("task.features", ("M", "S")),
     choice("task.freq", FEATURES_BY_FREQ),
     choice("task.layout", (*ETT_MONTH_ROWS, "custom")),

@@ -130,6 +130,20 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
         raise
 
 
+def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
+    """The checkpoint the test reads: the best by ``task.monitor`` unless ``task.test_checkpoint=last``
+    (PI-ViT tests its last epoch's weights)."""
+    callback = trainer.checkpoint_callback
+    if callback is None:
+        return None
+    chosen = (
+        callback.last_model_path
+        if cfg.task.get("test_checkpoint", "best") == "last"
+        else callback.best_model_path
+    )
+    return chosen or None
+
+
 def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """Train and test one configuration in ``run_dir``; returns the summary record."""
     started = time.time()
@@ -146,7 +160,8 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         print(f"resuming from {last}", file=sys.stderr)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=True)
+    checkpoint = tested_checkpoint(cfg, trainer)
+    tested = trainer.test(module, datamodule=datamodule, ckpt_path=checkpoint, verbose=True)
     record = {
         **identity,
         "metrics": finite_metrics(tested, run_dir),
@@ -156,6 +171,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "resumed": last is not None,
         "best_checkpoint": best,
         "data": data_identity(cfg, with_paths=True),
+        "tested_checkpoint": checkpoint or "",
         "wall_time_s": time.time() - started,
         "device": device_description(),
         "native_kernels": native.in_use(),  # Aaren's C++ CPU kernels (ops/native.py) or its PyTorch forms

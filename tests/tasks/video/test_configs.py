@@ -47,6 +47,30 @@ def test_task_composes_with_paper_settings(task: str, classes: int, model: str) 
         assert cfg.model.backbone._target_.endswith("CRViT") and cfg.model.rnn == "gru"
 
 
+@pytest.mark.parametrize(("compat", "checkpoint"), [("default", "best"), ("reference", "last")])
+def test_compat_reaches_data_module_and_test_checkpoint(compat: str, checkpoint: str) -> None:
+    cfg = composed("task=video/smarthome_cs", "model=timesformer", f"task.compat={compat}")
+    assert cfg.task.datamodule.compat == cfg.task.module.compat == compat
+    assert cfg.task.test_checkpoint == checkpoint
+
+
+def test_stage_experiments_state_the_paper_recipe() -> None:
+    one = composed("experiment=video/stage1")
+    two = composed("experiment=video/stage2", "stage1=run/checkpoints/last.ckpt")
+    assert (one.model.name, one.task.max_epochs, list(one.task.module.scheduler.milestones)) == (
+        "timesformer",
+        15,
+        [11, 14],
+    )
+    assert (two.model.name, two.task.max_epochs, list(two.task.module.scheduler.milestones)) == (
+        "cr_vit",
+        40,
+        [29, 37],
+    )
+    assert two.model.pretrained == "run/checkpoints/last.ckpt" and two.model.d_model == 768
+    assert one.task.compat == two.task.compat == "reference"
+
+
 def test_synthetic_experiment_composes() -> None:
     cfg = composed("experiment=video/synthetic_cpu", "model=cr_vit")
     assert (

@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from recurrent_attention.data import DataError
-from recurrent_attention.tasks.video.frames import eval_transform, frame_count, read_frames, window_indices
+from recurrent_attention.tasks.video.frames import eval_transform, read_frames, window_indices
+from recurrent_attention.tasks.video.scan import probe
 from recurrent_attention.tasks.video.synthetic import MOTIONS, motion_frames, write_mp4
+from tests.tasks.video.test_data import write_audio_only
 
 
 def bright_area_and_row(frames: torch.Tensor) -> tuple[list[float], list[float]]:
@@ -28,7 +30,7 @@ def first_clip(folder: Path, activity: str) -> torch.Tensor:
 def test_decoded_clips_keep_their_motion(release_folder: Path) -> None:
     enter = next((release_folder / "mp4").glob("Enter_*.mp4"))
     frames, length = read_frames(enter)
-    assert frames.shape == (12, 32, 32, 3) and length == 12 == frame_count(enter)
+    assert frames.shape == (12, 32, 32, 3) and length == 12 and probe(enter) == (12, None)
     grows, _ = bright_area_and_row(frames)
     shrinks, _ = bright_area_and_row(first_clip(release_folder, "Leave"))
     _, up = bright_area_and_row(first_clip(release_folder, "Getup"))
@@ -68,5 +70,13 @@ def test_bad_clip_is_one_line_naming_the_file(tmp_path: Path, content: bytes | N
     if content is not None:
         path.write_bytes(content)
     with pytest.raises(DataError, match=message) as caught:
-        frame_count(path)
+        read_frames(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_audio_only_mp4_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "Walk_p02_r00_v00_c02.mp4"
+    write_audio_only(path)
+    with pytest.raises(DataError, match="no video stream") as caught:
+        read_frames(path)
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)

@@ -98,34 +98,99 @@ def test_temporal_fc_is_zero_initialised() -> None:
         assert blk.temporal_fc.weight.abs().sum() == 0 and blk.temporal_fc.bias.abs().sum() == 0
 
 
-def test_aaren_time_mixer_is_causal_over_frames() -> None:
+def causal_timesformer(n_frames: int = 3) -> TimeSformer:
     torch.manual_seed(0)
     model = TimeSformer(
-        img_size=16,
-        patch_size=8,
-        n_frames=4,
-        d_model=D,
-        n_layers=2,
-        n_heads=HEADS,
-        d_ff=16,
+        img_size=16, patch_size=8, n_frames=n_frames, d_model=D, n_layers=2, n_heads=HEADS, d_ff=16,
         time_mixer="aaren",
-    ).eval()
-    for blk in model.blocks:
-        torch.nn.init.normal_(blk.temporal_fc.weight, std=0.3)
-    video = torch.randn(1, 3, 4, 16, 16)
-    changed = video.clone()
-    changed[:, :, 3] += 1.0
-    before = model.embed(video)
-    _, out_a = model.run_blocks(model.initial_cls(1), before)
-    _, out_b = model.run_blocks(model.initial_cls(1), model.embed(changed))
-    # Space attention mixes the class token (which sees every frame) into each frame, so compare a
-    # model without class-token influence: frames 0..2 of the first block's time mixing only.
-    blk = model.blocks[0]
-    mixed_a = blk.temporal_attn(blk.temporal_norm1(before.flatten(0, 1)))
-    mixed_b = blk.temporal_attn(blk.temporal_norm1(model.embed(changed).flatten(0, 1)))
-    torch.testing.assert_close(mixed_a[:, :3], mixed_b[:, :3])
-    assert not torch.allclose(mixed_a[:, 3], mixed_b[:, 3])
-    assert not torch.allclose(out_a, out_b)
+    )  # fmt: skip
+    for p in model.parameters():  # every part, temporal_fc and time embedding included, has a say
+        torch.nn.init.normal_(p, std=0.3)
+    return model.double().eval()
+
+
+@pytest.mark.parametrize("changed", [0, 2, 4])
+def test_aaren_mode_is_causal_over_the_whole_network(changed: int) -> None:
+    """Perturb frame ``changed`` of 5 (the time embedding holds 3): every output before it stays
+    bit for bit, after the last block and the final norm; its own outputs move."""
+    model = causal_timesformer()
+    video = torch.randn(2, 3, 5, 16, 16, dtype=torch.float64)
+    other = video.clone()
+    other[:, :, changed] += 1.0
+    cls_a, patches_a = model.run_blocks(model.initial_cls(2, 5), model.embed(video))
+    cls_b, patches_b = model.run_blocks(model.initial_cls(2, 5), model.embed(other))
+    torch.testing.assert_close(patches_a[:, :, :changed], patches_b[:, :, :changed], rtol=0, atol=0)
+    torch.testing.assert_close(cls_a[:, :changed], cls_b[:, :changed], rtol=0, atol=0)
+    features_a, features_b = model.frame_features(video), model.frame_features(other)
+    torch.testing.assert_close(features_a[:, :changed], features_b[:, :changed], rtol=0, atol=0)
+    assert (features_a[:, changed] - features_b[:, changed]).abs().min() > 1e-6
+    torch.testing.assert_close(model(video)[0], features_a[:, -1])
+
+
+def test_step_equals_the_parallel_pass_with_a_state_of_constant_size() -> None:
+    model = causal_timesformer()
+    video = torch.randn(2, 3, 5, 16, 16, dtype=torch.float64)
+    expected = model.frame_features(video)
+    state = model.init_state(2, video)
+    sizes = []
+    for t in range(5):
+        features, state = model.step(video[:, :, t], state)
+        torch.testing.assert_close(features, expected[:, t])
+        sizes.append(sum(x.numel() for block in state.blocks for x in block) + state.feature_sum.numel())
+    assert len(set(sizes)) == 1 and state.frames == 5
+
+
+@pytest.mark.parametrize(("cls", "mixer"), [(TimeSformer, "softmax"), (CRViT, "aaren")])
+def test_only_the_causal_timesformer_steps(cls: type, mixer: str) -> None:
+    model = cls(
+        img_size=16, patch_size=8, n_frames=2, d_model=D, n_layers=1, n_heads=HEADS, d_ff=16, time_mixer=mixer
+    )
+    with pytest.raises(
+        ValueError, match=r"model=timesformer model\.time_mixer=aaren|needs model\.time_mixer=aaren"
+    ):
+        model.init_state(1, torch.zeros(1))
+    with pytest.raises(ValueError, match="time_mixer=aaren"):
+        model.frame_features(torch.zeros(1, 3, 2, 16, 16))
+
+
+def branch_block(keep: str) -> DividedBlock:
+    """A block in training mode, drop-path 0.5, whose only non-zero residual branch is ``keep``."""
+    torch.manual_seed(0)
+    block = DividedBlock(D, HEADS, 16, drop_path=0.5).double().train()
+    for p in block.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    silenced = {"time": [block.temporal_fc], "space": [block.attn.proj], "mlp": [block.mlp.fc2]}
+    for name, modules in silenced.items():
+        if name != keep:
+            for module in modules:
+                torch.nn.init.zeros_(module.weight)
+                torch.nn.init.zeros_(module.bias)
+    torch.nn.init.zeros_(block.temporal_fc.bias)  # the drop comes before temporal_fc, as officially
+    return block
+
+
+def test_mlp_drop_path_is_one_draw_per_sample_for_class_token_and_patches() -> None:
+    """The official block runs the MLP branch on the joined tokens ``(B, 1 + S·T, D)``: one mask per
+    sample; a sample's class token and patches are kept or dropped together."""
+    block = branch_block("mlp")
+    cls, patches = torch.randn(64, D, dtype=torch.float64), torch.randn(64, S, T, D, dtype=torch.float64)
+    out_cls, out_patches = block(cls, patches)
+    cls_kept = (out_cls - cls).abs().amax(-1) > 0
+    patches_kept = (out_patches - patches).abs().flatten(1).amax(-1) > 0
+    assert torch.equal(cls_kept, patches_kept) and 0 < int(cls_kept.sum()) < 64
+    expected = cls + 2.0 * block.mlp(block.norm2(cls))  # kept: scaled by 1 / (1 - 0.5)
+    torch.testing.assert_close(out_cls[cls_kept], expected[cls_kept])
+
+
+def test_time_drop_path_is_one_draw_per_patch_location() -> None:
+    """The official time branch acts on ``(B·H·W, T, D)``: one mask per sample and location."""
+    block = branch_block("time")
+    cls, patches = torch.randn(8, D, dtype=torch.float64), torch.randn(8, S, T, D, dtype=torch.float64)
+    _, out = block(cls, patches)
+    kept = (out - patches).abs().amax(-1) > 0  # (B, S, T)
+    assert torch.equal(kept, kept[:, :, :1].expand_as(kept))  # all frames of a location alike
+    per_sample = kept[:, :, 0].float().mean(1)
+    assert ((per_sample > 0) & (per_sample < 1)).any()  # locations of one sample differ
 
 
 def small_crvit(**kwargs) -> CRViT:
@@ -183,3 +248,47 @@ def test_vit_base_sizes_give_the_paper_parameter_count() -> None:
     """TimeSformer at ViT-B/16, 16 frames, 224 crop: 121.26M without the 31-class head (~121.3M with)."""
     model = TimeSformer(n_frames=16)
     assert sum(p.numel() for p in model.parameters()) + 768 * 31 + 31 == 121_288_735
+
+
+def block_inputs(model: CRViT, index: int) -> list[tuple[Tensor, Tensor, Tensor | None]]:
+    """Record ``(cls, patches, memory)`` each time block ``index`` runs (once per iteration)."""
+    seen: list[tuple[Tensor, Tensor, Tensor | None]] = []
+
+    def hook(module, args) -> None:
+        seen.append(tuple(None if a is None else a.clone() for a in args))
+
+    model.blocks[index].register_forward_pre_hook(hook)
+    return seen
+
+
+def test_iteration_two_class_token_carries_iteration_one_output() -> None:
+    """Iteration 2's class token starts as the learned token (with its position) plus iteration 1's
+    output class token before the final LayerNorm."""
+    model = small_crvit()
+    first_in = block_inputs(model, 0)
+    last_out: list[Tensor] = []
+    model.blocks[-1].register_forward_hook(lambda module, args, out: last_out.append(out[0].clone()))
+    model(torch.randn(2, 3, 4, 16, 16))
+    learned = model.cls_token[0, 0] + model.pos_embed[0, 0]
+    torch.testing.assert_close(first_in[0][0], learned.expand(2, -1))
+    torch.testing.assert_close(first_in[1][0], learned + last_out[0])
+
+
+def test_iteration_two_frames_carry_their_place_in_the_clip() -> None:
+    """With frame_split=split, iteration 2 sees frames 2..3 with time embeddings 2..3 (not 0..1)."""
+    model = small_crvit()
+    torch.nn.init.normal_(model.time_embed, std=1.0)
+    seen = block_inputs(model, 0)
+    video = torch.randn(2, 3, 4, 16, 16)
+    model(video)
+    patches = model.patch_embed(video[:, :, 2:])  # (B, S, 2, D), nothing added yet
+    expected = patches + model.pos_embed[0, 1:, None] + model.time_embed[0, None, 2:4]
+    torch.testing.assert_close(seen[1][1], expected)
+
+
+def test_memory_reaches_only_blocks_from_memory_from_block() -> None:
+    model = small_crvit(memory_from_block=1)
+    before, after = block_inputs(model, 0), block_inputs(model, 1)
+    model(torch.randn(2, 3, 4, 16, 16))
+    assert [m is None for _, _, m in before] == [True, True]
+    assert torch.equal(after[0][2], torch.zeros(2, D)) and after[1][2].abs().sum() > 0

@@ -143,3 +143,23 @@ def test_wrong_width_is_one_clear_error(tmp_path: Path) -> None:
     assert "\n" not in str(caught.value)
     with pytest.raises(DataError, match="no such file"):
         build(n_frames=4, pretrained=str(tmp_path / "absent.pyth"))
+
+
+def test_lightning_checkpoint_gives_its_backbone_weights(tmp_path: Path) -> None:
+    """A ``task=video/*`` run's checkpoint: ``state_dict`` holds ``backbone.<key>`` and the task's head."""
+    stage_one = build(n_frames=4)
+    state = {f"backbone.{k}": v for k, v in stage_one.state_dict().items()}
+    state |= {"head.weight": torch.randn(31, D), "head.bias": torch.randn(31)}
+    torch.save(
+        {"pytorch-lightning_version": "2.5.0", "epoch": 14, "state_dict": state}, tmp_path / "last.ckpt"
+    )
+    stage_two = build(CRViT, n_frames=4, pretrained=str(tmp_path / "last.ckpt"))
+    ours = stage_two.state_dict()
+    for key, value in stage_one.state_dict().items():
+        torch.testing.assert_close(ours[key], value, rtol=0, atol=0)
+    torch.save(
+        {"pytorch-lightning_version": "2.5.0", "state_dict": {"head.weight": torch.zeros(1)}},
+        tmp_path / "x.ckpt",
+    )
+    with pytest.raises(DataError, match=r"without backbone\.\* weights"):
+        build(CRViT, n_frames=4, pretrained=str(tmp_path / "x.ckpt"))

@@ -1,8 +1,18 @@
 """Toyota Smarthome clips from a folder in the release layout, split by protocol, as model inputs.
 
-Items are ``{"video": (3, T, crop, crop), "y": label}`` for training and validation (one central
-view) and ``{"video": (V, 3, T, crop, crop), "y": label}`` for the test, with ``V = test_views``
-temporal views that the module combines.
+Items are ``{"video": (3, T, crop, crop), "y": label}`` for training and validation (one view)
+and ``{"video": (V, 3, T, crop, crop), "y": label}`` for the test, with ``V = test_views`` temporal
+views that the module combines. Every clip of the three splits is checked before training
+(:mod:`~recurrent_attention.tasks.video.scan`).
+
+``compat`` picks the evaluation protocol (the README and docs/video.md set them side by side):
+
+- ``default``: validation on the central temporal view, short side resized to the crop, centre
+  crop (deterministic, so epochs compare); test views the same way; frame indices rounded.
+- ``reference`` (PI-ViT's Smarthome code, the protocol of CRT Table 7's numbers): validation on a
+  random training-style view (random window, scale jitter, random crop and flip); test views with
+  the short side resized to ``short_side_min`` (256) then centre-cropped (224); frame indices
+  truncated as the official decoder does.
 """
 
 from __future__ import annotations
@@ -18,21 +28,29 @@ from recurrent_attention.data import DataError
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.video.frames import (
     eval_transform,
-    frame_count,
     normalise,
     read_frames,
     train_transform,
     window_indices,
 )
 from recurrent_attention.tasks.video.release import PROTOCOLS, Clip, scan_release, split_clips
+from recurrent_attention.tasks.video.scan import scan_clips
+
+COMPATS = ("default", "reference")
 
 
 class ClipSet(Dataset):
-    """Clips with labels; ``views=0`` draws one random training view, else ``views`` fixed views."""
+    """Clips with labels; ``views=0`` draws one random training view, else ``views`` fixed views.
+
+    ``lengths``: frames per clip (from the up-front scan). Fixed views are resized so that their
+    short side is ``eval_short_side`` (the crop when None) and centre-cropped; ``truncate`` cuts
+    fractional frame positions down instead of rounding them.
+    """
 
     def __init__(
         self,
         items: list[tuple[Clip, int]],
+        lengths: dict[Path, int],
         n_frames: int,
         stride: int,
         crop_size: int,
@@ -40,27 +58,32 @@ class ClipSet(Dataset):
         mean: list[float],
         std: list[float],
         views: int = 0,
+        eval_short_side: int | None = None,
+        truncate: bool = False,
     ) -> None:
-        self.items, self.n_frames, self.stride = items, n_frames, stride
+        self.items, self.lengths, self.n_frames, self.stride = items, lengths, n_frames, stride
         self.crop_size, self.short_side, self.views = crop_size, short_side, views
         self.mean, self.std = mean, std
+        self.eval_short_side, self.truncate = eval_short_side, truncate
 
     def __len__(self) -> int:
         return len(self.items)
 
+    def indices(self, length: int, fraction: float) -> list[int]:
+        return window_indices(length, self.n_frames, self.stride, fraction, self.truncate)
+
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         clip, label = self.items[index]
-        length = frame_count(clip.path)
+        length = self.lengths[clip.path]
         if self.views == 0:
-            indices = window_indices(length, self.n_frames, self.stride, float(torch.rand(())))
-            frames, _ = read_frames(clip.path, indices)
+            frames, _ = read_frames(clip.path, self.indices(length, float(torch.rand(()))))
             video = normalise(train_transform(frames, self.crop_size, self.short_side), self.mean, self.std)
             return {"video": video, "y": torch.tensor(label)}
         fractions = [0.5] if self.views == 1 else [i / self.views for i in range(self.views)]
-        per_view = [window_indices(length, self.n_frames, self.stride, f) for f in fractions]
+        per_view = [self.indices(length, f) for f in fractions]
         frames, _ = read_frames(clip.path, [i for view in per_view for i in view])
         views = [
-            normalise(eval_transform(chunk, self.crop_size), self.mean, self.std)
+            normalise(eval_transform(chunk, self.crop_size, self.eval_short_side), self.mean, self.std)
             for chunk in frames.split(self.n_frames)
         ]
         video = views[0] if self.views == 1 else torch.stack(views)
@@ -71,7 +94,8 @@ class SmarthomeDataModule(L.LightningDataModule):
     """``path``: the release folder (holding ``mp4/``) or ``mp4/`` itself; ``protocol``: cs, cv1, cv2.
 
     ``n_classes`` comes from the config (the model is built first) and is checked against the
-    protocol's class list.
+    protocol's class list. ``scan_cache``: the JSON file remembering which clips were checked
+    (None: check every clip on every start).
     """
 
     def __init__(
@@ -90,8 +114,12 @@ class SmarthomeDataModule(L.LightningDataModule):
         batch_size: int = 8,
         eval_batch_size: int = 4,
         num_workers: int = 0,
+        compat: str = "default",
+        scan_cache: str | None = None,
     ) -> None:
         super().__init__()
+        if compat not in COMPATS:
+            raise ValueError(f"task.compat={compat!r}: choose one of {COMPATS}")
         if protocol not in PROTOCOLS:
             raise ValueError(f"task.protocol={protocol!r}: choose one of {sorted(PROTOCOLS)}")
         if n_classes != len(PROTOCOLS[protocol].classes):
@@ -107,7 +135,8 @@ class SmarthomeDataModule(L.LightningDataModule):
             "std": list(std),
         }
         self.test_views, self.batch_size, self.eval_batch_size = test_views, batch_size, eval_batch_size
-        self.num_workers = num_workers
+        self.num_workers, self.compat = num_workers, compat
+        self.scan_cache = None if scan_cache is None else Path(scan_cache).expanduser()
         self.datasets: dict[str, ClipSet] = {}
 
     def setup(self, stage: str | None = None) -> None:
@@ -125,9 +154,17 @@ class SmarthomeDataModule(L.LightningDataModule):
                     f"{self.path}: no {split} clips under protocol {self.protocol} "
                     f"(its {PROTOCOLS[self.protocol].key} rule selects none of the clips)"
                 )
-        views = {"train": 0, "val": 1, "test": self.test_views}
+        paths = [clip.path for items in splits.values() for clip, _ in items]
+        lengths = scan_clips(paths, self.sampling["n_frames"], self.scan_cache)
+        reference = self.compat == "reference"
+        views = {"train": 0, "val": 0 if reference else 1, "test": self.test_views}
+        evaluation = {
+            "eval_short_side": self.sampling["short_side"][0] if reference else None,
+            "truncate": reference,
+        }
         self.datasets = {
-            split: ClipSet(items, **self.sampling, views=views[split]) for split, items in splits.items()
+            split: ClipSet(items, lengths, **self.sampling, views=views[split], **evaluation)
+            for split, items in splits.items()
         }
 
     def train_dataloader(self) -> DataLoader:

@@ -1,12 +1,13 @@
 """Decode, sample and augment clips as TimeSformer / PI-ViT do (SlowFast's video pipeline).
 
 Temporal sampling: a window of ``n_frames * stride`` frames; ``n_frames`` indices evenly spaced in
-it (clamped to the clip, so a short clip repeats frames). Training draws the window's start
-uniformly; evaluation view ``i`` of ``V`` starts at ``i / V`` of the free range (SlowFast's
-``delta * clip_idx / num_clips``). Spatial: training rescales the short side to a random size in
-``[short_side_min, short_side_max]``, crops ``crop_size`` at random and flips half the clips;
-evaluation rescales the short side to ``crop_size`` and takes the centre crop. Pixels are scaled to
-[0, 1] and normalised by ``mean`` and ``std`` (TimeSformer: 0.45 and 0.225).
+it (clamped to the clip, so a short clip repeats frames; rounded, or truncated as the official
+decoder does). Training draws the window's start uniformly; evaluation view ``i`` of ``V`` starts at
+``i / V`` of the free range (SlowFast's ``delta * clip_idx / num_clips``). Spatial: training
+rescales the short side to a random size in ``[short_side_min, short_side_max]``, crops
+``crop_size`` at random and flips half the clips; evaluation rescales the short side to a given
+size (``crop_size``, or PI-ViT's ``short_side_min``) and takes the centre crop. Pixels are scaled
+to [0, 1] and normalised by ``mean`` and ``std`` (TimeSformer: 0.45 and 0.225).
 
 Decoding uses PyAV (it bundles FFmpeg). A missing, empty or undecodable file raises
 :class:`~recurrent_attention.data.DataError` naming it.
@@ -31,9 +32,13 @@ def _open(path: Path):
     if path.stat().st_size == 0:
         raise DataError(f"{path}: clip is an empty file; restore it from the release or remove it")
     try:
-        return av.open(str(path))
+        container = av.open(str(path))
     except av.FFmpegError as err:
         raise DataError(f"{path}: clip cannot be decoded ({err}); restore it from the release") from err
+    if not container.streams.video:
+        container.close()
+        raise DataError(f"{path}: clip has no video stream (audio only?); restore it from the release")
+    return container
 
 
 def read_frames(path: Path, wanted: list[int] | None = None) -> tuple[Tensor, int]:
@@ -65,28 +70,20 @@ def read_frames(path: Path, wanted: list[int] | None = None) -> tuple[Tensor, in
     return torch.stack([kept[min(i, count - 1)] for i in wanted]), count
 
 
-def frame_count(path: Path) -> int:
-    """Frames in the clip, from the container's header when it says, else by counting packets."""
-    import av
-
-    container = _open(path)
-    try:
-        with container:
-            stream = container.streams.video[0]
-            if stream.frames:
-                return int(stream.frames)
-            return sum(1 for packet in container.demux(stream) if packet.size)
-    except (av.FFmpegError, IndexError) as err:
-        raise DataError(f"{path}: clip cannot be decoded ({err}); restore it from the release") from err
-
-
-def window_indices(length: int, n_frames: int, stride: int, start_fraction: float) -> list[int]:
+def window_indices(
+    length: int, n_frames: int, stride: int, start_fraction: float, truncate: bool = False
+) -> list[int]:
     """``n_frames`` indices evenly spaced over a ``n_frames * stride`` window of a ``length``-frame clip.
 
     ``start_fraction`` in [0, 1] places the window's start within the free range ``length - window``.
+    Fractional positions are rounded to the nearest frame, or with ``truncate`` cut down as the
+    official decoder does (``.long()`` on the window's start, then on each offset in it).
     """
     window = n_frames * stride
     start = max(length - window, 0) * start_fraction
+    if truncate:
+        offsets = torch.linspace(0, window - 1, n_frames).long()
+        return (int(start) + offsets).clamp(0, length - 1).tolist()
     spaced = torch.linspace(start, start + window - 1, n_frames)
     return spaced.round().clamp(0, length - 1).long().tolist()
 
@@ -113,9 +110,10 @@ def train_transform(frames: Tensor, crop_size: int, short_side: tuple[int, int])
     return x.flip(-1) if torch.rand(()) < 0.5 else x
 
 
-def eval_transform(frames: Tensor, crop_size: int) -> Tensor:
-    """``uint8 (T, H, W, 3)`` -> float ``(T, 3, crop, crop)``: short side to the crop, centre crop."""
-    x = resize_short_side(frames.permute(0, 3, 1, 2).float(), crop_size)
+def eval_transform(frames: Tensor, crop_size: int, short_side: int | None = None) -> Tensor:
+    """``uint8 (T, H, W, 3)`` -> float ``(T, 3, crop, crop)``: short side to ``short_side`` (the crop
+    when None), centre crop."""
+    x = resize_short_side(frames.permute(0, 3, 1, 2).float(), short_side or crop_size)
     top, left = (x.shape[-2] - crop_size) // 2, (x.shape[-1] - crop_size) // 2
     return crop(x, top, left, crop_size)
 

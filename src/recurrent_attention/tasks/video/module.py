@@ -3,9 +3,12 @@
 The backbone (``model.backbone``: :class:`~.transformer.TimeSformer` or :class:`~.transformer.CRViT`)
 returns features per iteration; the head is applied to each. Training loss: cross-entropy on the
 last iteration (``iteration_loss=last``) or the mean over iterations (``mean``). Predictions come
-from the last iteration. Test clips carry several temporal views: the softmax outputs of the views
-are combined by ``view_ensemble`` (``max``, as PI-ViT; or ``mean``). Logged: ``mca``, ``acc`` (top-1)
-and ``loss`` (cross-entropy of the combined, renormalised probabilities), all per split.
+from the last iteration. Test clips carry several temporal views, combined by ``view_ensemble``
+(``max``, as PI-ViT; or ``mean``) over per-view scores: softmax probabilities by default; under
+``compat=reference`` the raw logits, max-combined into a zero-initialised buffer as PI-ViT's
+``TestMeter`` does (so a class whose every view scores below zero scores zero; the argmax can
+differ from the softmax one). Logged: ``mca``, ``acc`` (top-1) and ``loss`` (cross-entropy of the
+combined scores: renormalised probabilities, or the combined logits' softmax), all per split.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from recurrent_attention.tasks.video.metrics import VideoTotals
 
 ITERATION_LOSSES = ("last", "mean")
 VIEW_ENSEMBLES = ("max", "mean")
+COMPATS = ("default", "reference")
 
 
 class VideoClassificationModule(ExactEvaluationModule):
@@ -31,6 +35,7 @@ class VideoClassificationModule(ExactEvaluationModule):
         iteration_loss: str = "mean",
         view_ensemble: str = "max",
         scheduler: SchedulerFactory | None = None,
+        compat: str = "default",
     ) -> None:
         if not hasattr(backbone, "feature_dim"):
             raise ValueError("task=video/* needs a video model: model=timesformer or model=cr_vit")
@@ -39,7 +44,10 @@ class VideoClassificationModule(ExactEvaluationModule):
             raise ValueError(f"task.iteration_loss={iteration_loss!r}: choose one of {ITERATION_LOSSES}")
         if view_ensemble not in VIEW_ENSEMBLES:
             raise ValueError(f"task.view_ensemble={view_ensemble!r}: choose one of {VIEW_ENSEMBLES}")
+        if compat not in COMPATS:
+            raise ValueError(f"task.compat={compat!r}: choose one of {COMPATS}")
         self.n_classes, self.iteration_loss, self.view_ensemble = n_classes, iteration_loss, view_ensemble
+        self.on_logits = compat == "reference"
         self.head_dropout = nn.Dropout(head_dropout)
         self.head = nn.Linear(backbone.feature_dim, n_classes)
         nn.init.trunc_normal_(self.head.weight, std=0.02)
@@ -57,19 +65,23 @@ class VideoClassificationModule(ExactEvaluationModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["y"]))
         return loss
 
-    def probabilities(self, video: Tensor) -> Tensor:
-        """Class probabilities ``(B, K)``; a ``(B, V, 3, T, H, W)`` batch has its views combined."""
+    def log_probabilities(self, video: Tensor) -> Tensor:
+        """Log class scores ``(B, K)``; a ``(B, V, 3, T, H, W)`` batch has its views combined."""
         if video.dim() == 5:
-            return self(video)[-1].softmax(-1)
+            return self(video)[-1].log_softmax(-1)
         B, V = video.shape[:2]
-        per_view = self(video.flatten(0, 1))[-1].softmax(-1).unflatten(0, (B, V))
+        logits = self(video.flatten(0, 1))[-1].unflatten(0, (B, V))
+        if self.on_logits:  # PI-ViT: into a zero-initialised buffer, on raw logits
+            combined = logits.amax(dim=1).clamp_min(0) if self.view_ensemble == "max" else logits.mean(dim=1)
+            return combined.log_softmax(-1)
+        per_view = logits.softmax(-1)
         combined = per_view.amax(dim=1) if self.view_ensemble == "max" else per_view.mean(dim=1)
-        return combined / combined.sum(-1, keepdim=True)
+        return (combined / combined.sum(-1, keepdim=True)).clamp_min(1e-12).log()
 
     def new_totals(self) -> VideoTotals:
         return VideoTotals(self.n_classes)
 
     def accumulate(self, batch: dict[str, Tensor], stage: str) -> None:
-        probabilities = self.probabilities(batch["video"]).double()
-        loss = F.nll_loss(probabilities.clamp_min(1e-12).log(), batch["y"], reduction="sum")
-        self.totals.update(probabilities.argmax(-1), batch["y"], float(loss))
+        scores = self.log_probabilities(batch["video"]).double()
+        loss = F.nll_loss(scores, batch["y"], reduction="sum")
+        self.totals.update(scores.argmax(-1), batch["y"], float(loss))

@@ -10,6 +10,7 @@ CS-only activities under CV) is dropped, never relabelled. Label = index in the 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,9 +111,18 @@ def clip_folder(path: Path) -> Path:
 
 
 def scan_release(path: Path) -> list[Clip]:
-    """Every release-named clip under the release folder, sorted by name."""
+    """Every release-named clip under the release folder, sorted by name; a warning counts (and
+    names a few of) the files skipped because their names do not follow the release pattern."""
     folder = clip_folder(path)
-    clips = [clip for p in sorted(folder.glob("*.mp4")) if (clip := parse_clip_name(p)) is not None]
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    clips = [clip for p in files if (clip := parse_clip_name(p)) is not None]
+    skipped = [p.name for p in files if parse_clip_name(p) is None]
+    if skipped:
+        warnings.warn(
+            f"{folder}: {len(skipped)} file(s) skipped, not named <Activity>_pSS_rRR_vVV_cCC.mp4 "
+            f"(e.g. {', '.join(skipped[:3])})",
+            stacklevel=2,
+        )
     if not clips:
         raise DataError(
             f"{folder}: no clips named <Activity>_pSS_rRR_vVV_cCC.mp4; "

@@ -15,8 +15,16 @@ Module and parameter names follow the official ones (``blocks.0.temporal_attn.qk
 
 The time mixer (``time_mixer``) is where recurrence can live (DESIGN.md): ``softmax`` is the
 official bidirectional attention over the frames; ``aaren`` is the project's Aaren attention
-(:class:`~recurrent_attention.models.aaren.AarenAttention`), causal over the frames, so a frame's
-tokens depend only on frames up to it and frames can stream in.
+(:class:`~recurrent_attention.models.aaren.AarenAttention`), causal over the frames. Causal mixing
+alone does not make the network causal: the official class token is averaged over all frames in
+every block and re-enters each frame's space attention. So with ``aaren`` every frame keeps its
+own class token (same parameters: learned token plus its position), which meets only its own
+frame's patches; the per-frame class features (after the final LayerNorm) are averaged over the
+frames seen so far only at the output. Frames past ``n_frames`` reuse the last time embedding
+(resizing it would move earlier frames). Every output at frame ``t`` then depends on frames up to
+``t`` only, and :meth:`TimeSformer.step` runs the network one frame at a time with a state of
+constant size (Aaren's ``(m, u, w)`` per block, patch location and head, plus the running sum of
+the class features), equal to the parallel pass.
 
 CR-ViT (CRT paper section 5.3) runs the network ``iterations`` times per video. Iteration 1 sees a
 zero memory; the memory of the next iteration is the last hidden state of an RNN (GRU or NCGRU)
@@ -29,12 +37,15 @@ class token plus the previous output class token. Features per iteration are ``[
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.models.ncgru import make_rnn
+from recurrent_attention.ops import ScanState
 from recurrent_attention.tasks.video.weights import load_pretrained
 
 TIME_MIXERS = ("softmax", "aaren")
@@ -43,17 +54,28 @@ MEMORY_INPUTS = ("frames", "patches")
 
 
 class DropPath(nn.Module):
-    """Stochastic depth: drop a residual branch for a whole sample with probability ``p`` (training only)."""
+    """Stochastic depth: drop a residual branch per row of its input with probability ``p`` (training only).
+
+    As the official ``drop_path``, one draw per leading index of the tensor it is applied to: the
+    time branch ``(B·S, T, D)`` per sample and patch location, the space branch ``(B·T, 1+S, D)``
+    per sample and frame; the MLP branch of the official block acts on the joined class and patch
+    tokens, so its caller draws one ``mask`` per sample and passes it for both.
+    """
 
     def __init__(self, p: float) -> None:
         super().__init__()
         self.p = p
 
-    def forward(self, x: Tensor) -> Tensor:
+    def draw(self, rows: int, like: Tensor) -> Tensor | None:
+        """``(rows,)`` keep mask scaled by ``1 / (1 - p)``; None when nothing is dropped."""
         if not self.training or self.p == 0.0:
-            return x
-        keep = torch.rand((x.shape[0],) + (1,) * (x.dim() - 1), device=x.device) >= self.p
-        return x * keep.to(x.dtype) / (1.0 - self.p)
+            return None
+        keep = torch.rand(rows, device=like.device) >= self.p
+        return keep.to(like.dtype) / (1.0 - self.p)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        mask = self.draw(x.shape[0], x) if mask is None else mask
+        return x if mask is None else x * mask.view((-1,) + (1,) * (x.dim() - 1))
 
 
 class Attention(nn.Module):
@@ -95,6 +117,13 @@ class CausalTimeAttention(nn.Module):
         out, _ = self.attn(tokens)
         return out[:, -x.shape[1] :]
 
+    def init_state(self, rows: int, like: Tensor) -> ScanState:
+        return self.attn.init_state(rows, like.device, like.dtype)
+
+    def step(self, x_t: Tensor, state: ScanState) -> tuple[Tensor, ScanState]:
+        """One frame ``(N, D)`` for each of ``N`` patch locations; equals :meth:`forward`'s row."""
+        return self.attn.step(x_t, state)
+
 
 class Mlp(nn.Sequential):
     def __init__(self, dim: int, hidden: int) -> None:
@@ -133,7 +162,8 @@ class DividedBlock(nn.Module):
         self.drop_path = DropPath(drop_path)
 
     def forward(self, cls: Tensor, patches: Tensor, memory: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """``memory (B, D)``: one extra key/value for every patch location's time attention."""
+        """``cls (B, D)`` shared by the frames, or ``(B, T, D)`` one per frame (the causal mode);
+        ``memory (B, D)``: one extra key/value for every patch location's time attention."""
         B, S, T, D = patches.shape
         per_location = patches.reshape(B * S, T, D)
         context = None
@@ -141,15 +171,29 @@ class DividedBlock(nn.Module):
             context = self.temporal_norm1(memory).repeat_interleave(S, dim=0).unsqueeze(1)
         mixed = self.temporal_attn(self.temporal_norm1(per_location), context)
         patches = patches + self.temporal_fc(self.drop_path(mixed)).reshape(B, S, T, D)
+        return self.space_and_mlp(cls, patches)
 
+    def step(self, cls: Tensor, patches: Tensor, state: ScanState) -> tuple[Tensor, Tensor, ScanState]:
+        """One frame (inference): ``cls (B, 1, D)``, ``patches (B, S, 1, D)``, the time mixer's state."""
+        B, S, _, D = patches.shape
+        mixed, state = self.temporal_attn.step(self.temporal_norm1(patches.reshape(B * S, D)), state)
+        patches = patches + self.temporal_fc(mixed).reshape(B, S, 1, D)
+        cls, patches = self.space_and_mlp(cls, patches)
+        return cls, patches, state
+
+    def space_and_mlp(self, cls: Tensor, patches: Tensor) -> tuple[Tensor, Tensor]:
+        """Space attention per frame with the class token, then the MLP on every token."""
+        B, S, T, D = patches.shape
         per_frame = patches.transpose(1, 2).reshape(B * T, S, D)
-        cls_per_frame = cls.repeat_interleave(T, dim=0).unsqueeze(1)
-        spatial = self.drop_path(self.attn(self.norm1(torch.cat([cls_per_frame, per_frame], dim=1))))
-        cls = cls + spatial[:, 0].reshape(B, T, D).mean(dim=1)
+        per_frame_cls = cls.reshape(B * T, 1, D) if cls.dim() == 3 else cls.repeat_interleave(T, 0)[:, None]
+        spatial = self.drop_path(self.attn(self.norm1(torch.cat([per_frame_cls, per_frame], dim=1))))
+        cls_outputs = spatial[:, 0].reshape(B, T, D)
+        cls = cls + (cls_outputs if cls.dim() == 3 else cls_outputs.mean(dim=1))
         patches = patches + spatial[:, 1:].reshape(B, T, S, D).transpose(1, 2)
 
-        cls = cls + self.drop_path(self.mlp(self.norm2(cls)))
-        patches = patches + self.drop_path(self.mlp(self.norm2(patches)))
+        mask = self.drop_path.draw(B, patches)  # one per sample, class token and patches alike
+        cls = cls + self.drop_path(self.mlp(self.norm2(cls)), mask)
+        patches = patches + self.drop_path(self.mlp(self.norm2(patches)), mask)
         return cls, patches
 
 
@@ -163,6 +207,14 @@ class PatchEmbed(nn.Module):
         B, C, T, H, W = video.shape
         x = self.proj(video.transpose(1, 2).reshape(B * T, C, H, W))  # (B·T, D, h, w)
         return x.flatten(2).reshape(B, T, x.shape[1], -1).permute(0, 3, 1, 2)
+
+
+class FrameState(NamedTuple):
+    """What :meth:`TimeSformer.step` carries between frames; its size does not grow with them."""
+
+    frames: int  # frames seen
+    blocks: list[ScanState]  # each block's time-mixer state, per patch location and head
+    feature_sum: Tensor  # (B, d_model): the class features summed over the frames seen
 
 
 class TimeSformer(nn.Module):
@@ -195,7 +247,7 @@ class TimeSformer(nn.Module):
         super().__init__()
         if img_size % patch_size:
             raise ValueError(f"the crop ({img_size}) must be a multiple of model.patch_size={patch_size}")
-        self.d_model, self.n_frames = d_model, n_frames
+        self.d_model, self.n_frames, self.causal = d_model, n_frames, time_mixer == "aaren"
         self.grid = img_size // patch_size
         self.patch_embed = PatchEmbed(patch_size, d_model)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model))
@@ -240,9 +292,14 @@ class TimeSformer(nn.Module):
             pos = F.interpolate(square, size=(grid, grid), mode="nearest").flatten(2)[0].T
         T = patches.shape[2]
         time = self.time_embed[0]
-        if first_frame + T > len(time):  # nearest-resized when the clip is longer
-            time = F.interpolate(time.T[None], size=first_frame + T, mode="nearest")[0].T
-        patches = patches + pos[None, :, None] + time[None, None, first_frame : first_frame + T]
+        if self.causal:  # later frames reuse the last embedding: nothing moves an earlier frame
+            frames = torch.arange(first_frame, first_frame + T, device=time.device)
+            time = time[frames.clamp_max(len(time) - 1)]
+        else:
+            if first_frame + T > len(time):  # nearest-resized when the clip is longer
+                time = F.interpolate(time.T[None], size=first_frame + T, mode="nearest")[0].T
+            time = time[first_frame : first_frame + T]
+        patches = patches + pos[None, :, None] + time[None, None]
         return self.pos_drop(patches)
 
     def run_blocks(self, cls: Tensor, patches: Tensor, memory: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -250,13 +307,51 @@ class TimeSformer(nn.Module):
             cls, patches = block(cls, patches, memory)
         return cls, patches
 
-    def initial_cls(self, batch_size: int) -> Tensor:
-        return (self.cls_token[0] + self.pos_embed[0, :1]).expand(batch_size, -1)
+    def initial_cls(self, batch_size: int, frames: int = 1) -> Tensor:
+        """The class token with its position: ``(B, D)``, or ``(B, frames, D)`` in the causal mode."""
+        cls = (self.cls_token[0] + self.pos_embed[0, :1]).expand(batch_size, -1)
+        return cls[:, None].expand(-1, frames, -1) if self.causal else cls
+
+    def pooled(self, cls: Tensor) -> Tensor:
+        """Features from the output class token(s): the final LayerNorm, per-frame ones averaged."""
+        return self.norm(cls).mean(dim=1) if self.causal else self.norm(cls)
 
     def forward(self, video: Tensor) -> list[Tensor]:
         """``video (B, C, T, H, W)`` -> ``[features (B, d_model)]``."""
-        cls, _ = self.run_blocks(self.initial_cls(len(video)), self.embed(video))
-        return [self.norm(cls)]
+        cls, _ = self.run_blocks(self.initial_cls(len(video), video.shape[2]), self.embed(video))
+        return [self.pooled(cls)]
+
+    def frame_features(self, video: Tensor) -> Tensor:
+        """Causal mode: the features after each frame ``(B, T, d_model)``; the last equals ``forward``."""
+        self._require_causal("frame_features")
+        cls, _ = self.run_blocks(self.initial_cls(len(video), video.shape[2]), self.embed(video))
+        seen = torch.arange(1, video.shape[2] + 1, device=video.device, dtype=cls.dtype)
+        return self.norm(cls).cumsum(dim=1) / seen[:, None]
+
+    def init_state(self, batch_size: int, like: Tensor) -> FrameState:
+        """The empty stream state for :meth:`step` (``like``: any tensor of the frames' device and dtype)."""
+        self._require_causal("step")
+        rows = batch_size * self.grid**2
+        blocks = [block.temporal_attn.init_state(rows, like) for block in self.blocks]
+        return FrameState(0, blocks, like.new_zeros(batch_size, self.d_model))
+
+    def step(self, frame: Tensor, state: FrameState) -> tuple[Tensor, FrameState]:
+        """One frame ``(B, C, H, W)`` -> the features after it ``(B, d_model)`` and the next state.
+
+        Constant work and memory per frame; equals :meth:`frame_features` at that frame (eval mode).
+        """
+        patches = self.embed(frame[:, :, None], state.frames)
+        cls = self.initial_cls(len(frame), 1)
+        block_states = []
+        for block, block_state in zip(self.blocks, state.blocks, strict=True):
+            cls, patches, block_state = block.step(cls, patches, block_state)
+            block_states.append(block_state)
+        total = state.feature_sum + self.norm(cls[:, 0])
+        return total / (state.frames + 1), FrameState(state.frames + 1, block_states, total)
+
+    def _require_causal(self, what: str) -> None:
+        if not self.causal:
+            raise ValueError(f"{what} needs model.time_mixer=aaren: the softmax time mixer sees every frame")
 
 
 class CRViT(TimeSformer):
@@ -307,6 +402,12 @@ class CRViT(TimeSformer):
     def feature_dim(self) -> int:
         return 2 * self.d_model
 
+    def _require_causal(self, what: str) -> None:
+        raise ValueError(
+            f"{what}: CR-ViT has no frame-by-frame form (iteration 2 starts from iteration 1's memory); "
+            "model=timesformer model.time_mixer=aaren streams"
+        )
+
     def make_memory(self, patches: Tensor) -> Tensor:
         """The RNN's last hidden state over one iteration's non-class outputs ``(B, S, T, D)``."""
         outputs = self.norm(patches)
@@ -335,16 +436,18 @@ class CRViT(TimeSformer):
         previous_features: Tensor | None = None
         features = []
         for frames, start in self.clips(video):
-            cls = self.initial_cls(B)
+            cls = self.initial_cls(B, frames.shape[2])
             if previous_cls is not None:
-                cls = cls + previous_cls
+                cls = cls + (previous_cls[:, None] if self.causal else previous_cls)
             cls, patches = self.run_blocks(cls, self.embed(frames, start), memory)
-            current = self.norm(cls)
+            current = self.pooled(cls)
             features.append(
                 torch.cat([current if previous_features is None else previous_features, current], -1)
             )
             memory = self.make_memory(patches)
-            previous_cls, previous_features = cls, current
+            # the output class token before the final LayerNorm (per-frame ones averaged)
+            previous_cls, previous_features = (cls.mean(dim=1) if self.causal else cls), current
             if not self.bptt:
-                memory, previous_cls, previous_features = memory.detach(), cls.detach(), current.detach()
+                memory, previous_cls = memory.detach(), previous_cls.detach()
+                previous_features = current.detach()
         return features

@@ -4,6 +4,10 @@ Layouts read (facts from TimeSformer's ``helpers.load_state_dict`` / ``load_pret
 
 - TimeSformer ``.pyth`` (SlowFast checkpoint): ``{"model_state": {"model.<key>": tensor}, ...}``;
   the ``model.`` prefix is the wrapper module's and is stripped.
+- A Lightning checkpoint of a ``task=video/*`` run here (``checkpoints/last.ckpt``): the weights
+  under ``state_dict`` as ``backbone.<key>``; the prefix is stripped and the task's ``head.*``
+  left out. This is how stage 2 (CR-ViT) starts from stage 1 (TimeSformer*): CR-ViT's memory RNN
+  is the only part without a stage-1 counterpart.
 - timm ViT (``.pth``/``.bin``, a bare state dict or under ``state_dict`` / ``model``): image
   weights only. As the official loader does, each block's time attention and its LayerNorm start
   as copies of the spatial ones (``attn`` -> ``temporal_attn``, ``norm1`` -> ``temporal_norm1``);
@@ -37,12 +41,26 @@ def read_checkpoint(path: Path) -> StateDict:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
         raise DataError(f"model.pretrained={path}: not a readable PyTorch checkpoint ({err})") from err
+    if isinstance(checkpoint, dict) and "pytorch-lightning_version" in checkpoint:
+        return lightning_backbone(checkpoint.get("state_dict", {}), path)
     for key, prefix in (("model_state", "model."), ("state_dict", "module."), ("model", "module.")):
         if isinstance(checkpoint, dict) and isinstance(checkpoint.get(key), dict):
             return {k.removeprefix(prefix): v for k, v in checkpoint[key].items()}
     if not isinstance(checkpoint, dict):
         raise DataError(f"model.pretrained={path}: expected a state dict, found {type(checkpoint).__name__}")
     return dict(checkpoint)
+
+
+def lightning_backbone(state: StateDict, path: Path) -> StateDict:
+    """The video transformer inside a Lightning checkpoint of this project (stage 1 of the paper's
+    recipe): its ``backbone.*`` weights, prefix stripped; the task's head is left out."""
+    backbone = {k.removeprefix("backbone."): v for k, v in state.items() if k.startswith("backbone.")}
+    if not backbone:
+        raise DataError(
+            f"model.pretrained={path}: a Lightning checkpoint without backbone.* weights; "
+            "point it at a checkpoint of a task=video/* run"
+        )
+    return backbone
 
 
 def _nearest(sequence: Tensor, size: int) -> Tensor:
