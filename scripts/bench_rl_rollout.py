@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Per-step inference time of a Decision Transformer in window and stream rollout modes.
+"""Per-step inference time of a Decision Transformer in the window, stream and staggered rollout modes.
 
 Both backbones at the same size (default: the paper's embedding 512, 4 heads, 4 blocks) act for
 ``--steps`` consecutive steps of ``--envs`` episodes at once (synthetic states, no environment), as
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{device_description()}; {size}, d_ff {4 * args.d_model}, {args.envs} episodes, K={args.context_len}"
     )
-    print(f"{'model':12s} {'mode':7s} " + " ".join(f"{p:>11s}" for p in parts) + "   ms per batched step")
+    print(f"{'model':12s} {'mode':9s} " + " ".join(f"{p:>11s}" for p in parts) + "   ms per batched step")
     mean_ms = {}
     for name, cls in (("transformer", Transformer), ("aaren", Aaren)):
         backbone = cls(d_ff=4 * args.d_model, dropout=0.0, **size)
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             times = step_times(model, mode, args.steps, args.envs, args.context_len)
             ms = [1000 * sum(times[s]) / len(times[s]) for s in parts.values()]
             mean_ms[name, mode] = 1000 * sum(times) / len(times)
-            print(f"{name:12s} {mode:7s} " + " ".join(f"{v:11.2f}" for v in ms))
+            print(f"{name:12s} {mode:9s} " + " ".join(f"{v:11.2f}" for v in ms))
     for name in ("transformer", "aaren"):
         ratio = mean_ms[name, "window"] / mean_ms[name, "stream"]
         print(f"{name}: window / stream time per step over the episode = {ratio:.2f}")

@@ -19,6 +19,7 @@ def fake_run(
     score: float,
     data_mean: float,
     data_path: str | None = None,
+    compat: str = "default",
 ) -> None:
     """A summary as train.py writes it; ``data_path`` is the own data file (None: the registry's)."""
     write_summary(
@@ -31,8 +32,9 @@ def fake_run(
             "seed": seed,
             "preset": "cpu",
             "setting": {"target_return": 3600, "data_path": data_path},
-            "compat": "default",
-            "metrics": {"score_window": score, "score_stream": score - 1, "return_window": 10 * score},
+            "compat": compat,
+            "metrics": {"score_window": score, "score_stream": score - 1, "return_window": 10 * score}
+            | ({"score_best_periodic": score + 5} if compat == "reference" else {}),
             "data_mean_return": data_mean,
             "wall_time_s": 5.0,
             "git_commit": "abc",
@@ -48,6 +50,8 @@ def test_d4rl_and_own_data_tables(tmp_path: Path) -> None:
     # a D4RL task name with an own file: its setting names the file, so it is not D4RL
     fake_run(runs / "own/seed1", "hopper_medium", "aaren", 1, 5.0, 50.0, data_path="x.hdf5")
     fake_run(runs / "self/seed1", "hopper_selfcollected", "transformer", 1, 30.0, 142.3)
+    # min-DT's protocol (experiment=aaren/rl): the paper stands beside the best periodic score
+    fake_run(runs / "ref/seed1", "hopper_medium", "aaren", 1, 60.0, 1400.0, compat="reference")
     reference = tmp_path / "ref"
     reference.mkdir()
     pd.DataFrame(
@@ -56,7 +60,16 @@ def test_d4rl_and_own_data_tables(tmp_path: Path) -> None:
     ).to_csv(reference / "aaren_rl.csv", index=False)
 
     tables = {t.name: t for t in build(load_runs([runs]), reference)}
-    assert sorted(tables) == ["aaren_rl_cpu_default", "rl_hopper_medium_cpu", "rl_hopper_selfcollected_cpu"]
+    assert sorted(tables) == [
+        "aaren_rl_cpu_default",
+        "aaren_rl_cpu_reference",
+        "rl_hopper_medium_cpu",
+        "rl_hopper_selfcollected_cpu",
+    ]
+    (best_of,) = tables["aaren_rl_cpu_reference"].frame.to_dict("records")
+    assert best_of["score_best_periodic (ours)"] == "65.0" and best_of["score_window (ours)"] == "60.0"
+    assert best_of["score_best_periodic (paper)"] == "80.86 ± 4.77" and "score_window (paper)" not in best_of
+    assert any("beside score_best_periodic" in n for n in tables["aaren_rl_cpu_reference"].notes)
     (d4rl,) = tables["aaren_rl_cpu_default"].frame.to_dict("records")
     # mean 75, sample std sqrt((25 + 25) / 1) = 7.07
     assert d4rl["score_window (ours)"] == "75.0 ± 7.1" and d4rl["score_window (paper)"] == "80.86 ± 4.77"

@@ -58,3 +58,29 @@ def test_states_are_normalised_with_the_dataset_statistics() -> None:
     # shifting the states and the mean together leaves the normalised states, hence the actions, alone
     model.set_state_statistics(model.state_mean + 10.0, model.state_std)
     torch.testing.assert_close(model(returns, states + 10.0, actions, timesteps), base, atol=1e-5, rtol=0)
+
+
+def test_states_are_divided_by_the_dataset_std() -> None:
+    model = make_model("aaren")
+    returns, states, actions, timesteps = inputs()
+    base = model(returns, states, actions, timesteps)
+    # states 3x further from the mean with a 3x std normalise to the same inputs
+    mean = model.state_mean.clone()
+    model.set_state_statistics(mean, model.state_std * 3)
+    torch.testing.assert_close(model(returns, mean + 3 * (states - mean), actions, timesteps), base)
+    # the check can fail: the same states under the wider std are different inputs
+    assert (model(returns, states, actions, timesteps) - base).abs().max() > 1e-3
+
+
+def test_returns_to_go_are_divided_by_the_scale() -> None:
+    """A return of 3600 enters the model as 3.6 (min-DT's rtg_scale 1000), whatever the scale's value."""
+    scaled = make_model("aaren")
+    unscaled = make_model("aaren")
+    unscaled.rtg_scale = 1.0
+    returns, states, actions, timesteps = inputs()
+    torch.testing.assert_close(
+        scaled(returns, states, actions, timesteps), unscaled(returns / 1000, states, actions, timesteps)
+    )
+    assert (
+        unscaled(returns, states, actions, timesteps) - scaled(returns, states, actions, timesteps)
+    ).abs().max() > 1e-3

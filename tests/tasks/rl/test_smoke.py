@@ -29,9 +29,11 @@ def hopper_episodes():
     )
 
 
-@pytest.mark.parametrize(("model", "schema"), [("aaren", "d4rl"), ("transformer", "minari")])
+@pytest.mark.parametrize(
+    ("model", "schema", "compat"), [("aaren", "d4rl", "reference"), ("transformer", "minari", "default")]
+)
 def test_smoke_run_scores_in_the_real_env(
-    train_runner, hopper_episodes, tmp_path: Path, model: str, schema: str
+    train_runner, hopper_episodes, tmp_path: Path, model: str, schema: str, compat: str
 ) -> None:
     data = tmp_path / "hopper"
     write_d4rl(data, hopper_episodes) if schema == "d4rl" else write_minari(data, hopper_episodes)
@@ -42,6 +44,8 @@ def test_smoke_run_scores_in_the_real_env(
             "task=rl/hopper_medium",
             "preset=smoke",
             f"task.datamodule.path={data}",
+            f"task.compat={compat}",
+            "task.periodic_eval_every=1",
             *SMALL_EVAL,
         ],
         out,
@@ -49,8 +53,8 @@ def test_smoke_run_scores_in_the_real_env(
     (summary,) = read_summaries(out)
     assert summary["family"] == "rl" and summary["model"] == model
     metrics, evaluation = summary["metrics"], summary["evaluation"]
-    assert evaluation["env"] == "Hopper-v5" and evaluation["target_return"] == 3600
-    for mode in ("window", "stream"):
+    assert evaluation["env"] == "Hopper-v4" and evaluation["target_return"] == 3600
+    for mode in ("window", "stream", "staggered"):
         returns, lengths = evaluation[mode]["returns"], evaluation[mode]["lengths"]
         assert len(returns) == 3 and evaluation[mode]["envs_per_batch"] == [2, 1]
         # Hopper pays about 1 per step alive: a real MuJoCo episode, not a placeholder
@@ -62,6 +66,15 @@ def test_smoke_run_scores_in_the_real_env(
         )
         assert metrics[f"return_{mode}"] == pytest.approx(np.mean(returns), rel=1e-5)
         assert metrics[f"env_steps_per_s_{mode}"] > 0 and metrics[f"ms_per_step_{mode}"] > 0
+    periodic = evaluation["periodic"]
+    if compat == "default":
+        assert periodic == [] and "score_best_periodic" not in metrics
+        return
+    # min-DT: window episodes after every update (here every 1 of the smoke preset's 2), best reported;
+    # the last one plays the tested checkpoint on the test's seeds, so it scores what the test scored
+    assert [p["step"] for p in periodic] == [1, 2]
+    assert periodic[-1]["score"] == pytest.approx(metrics["score_window"], rel=1e-5)
+    assert metrics["score_best_periodic"] == pytest.approx(max(p["score"] for p in periodic), rel=1e-5)
 
 
 def test_registered_task_needs_no_path(tmp_path: Path) -> None:

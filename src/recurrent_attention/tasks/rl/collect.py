@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from recurrent_attention.tasks.rl.env import env_spec
+from recurrent_attention.tasks.rl.env import make_env
 from recurrent_attention.tasks.rl.formats import Episode
 
 Policy = Callable[[np.ndarray, np.random.Generator], np.ndarray]
@@ -28,7 +28,7 @@ HOPPER_KP, HOPPER_KD, HOPPER_TORSO_GAIN = 3.0, 0.3, 0.5
 
 
 def hopper_balance(observation: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Hopper-v5 observation: z, torso angle, thigh, leg, foot angles, then 6 velocities."""
+    """Hopper observation (v4 = v5): z, torso angle, thigh, leg, foot angles, then 6 velocities."""
     torso, joints, joint_velocities = observation[1], observation[2:5], observation[8:11]
     targets = np.array([HOPPER_TORSO_GAIN * torso, 0.0, 0.0])
     return -HOPPER_KP * (joints - targets) - HOPPER_KD * joint_velocities
@@ -52,10 +52,7 @@ def collect_episodes(
     env: str, behaviour: str, n_episodes: int, seed: int, max_episode_steps: int = 1000
 ) -> list[Episode]:
     """``n_episodes`` episodes of one behaviour; episode ``i`` resets the environment with ``seed + i``."""
-    import gymnasium as gym
-
-    spec = env_spec(env)
-    environment = gym.make(spec.env_id, max_episode_steps=max_episode_steps, **spec.kwargs)
+    environment = make_env(env, max_episode_steps)
     low, high = environment.action_space.low, environment.action_space.high
     policy = behaviour_policy(behaviour, env, environment.action_space.shape[0])
     rng = np.random.default_rng(seed)

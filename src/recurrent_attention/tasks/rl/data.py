@@ -8,9 +8,9 @@ shorter than ``K`` is taken whole and right-padded, with a mask. Right padding n
 valid token through a causal backbone, and the timestep embedding carries each step's position.
 One epoch is ``updates_per_epoch`` batches drawn with replacement.
 
-Test: there is no held-out data in offline RL; the test split is one evaluation job per rollout mode
-(``{"mode", "seeds"}``: every episode's reset seed) that the module plays in the real environment,
-so a preset's ``limit_test_batches`` (smoke: 2) never drops episodes of a mode.
+Test: there is no held-out data in offline RL; the test split is one batch holding one evaluation
+job per rollout mode (``{"mode", "seeds"}``: every episode's reset seed) that the module plays in
+the real environment, so a preset's ``limit_test_batches`` (smoke: 2) never drops a mode or an episode.
 """
 
 from __future__ import annotations
@@ -158,4 +158,4 @@ class RLDataModule(L.LightningDataModule):
         )
 
     def test_dataloader(self) -> DataLoader:
-        return make_loader(self.jobs, batch_size=None, shuffle=False)
+        return make_loader([self.jobs], batch_size=None, shuffle=False)

@@ -1,9 +1,16 @@
 """LightningModule for the Decision Transformer: action MSE in training, real-environment episodes as test.
 
-Test metrics, per rollout mode ``m`` (``window``, ``stream``): ``score_m`` (D4RL-normalised, mean
-over episodes) and ``score_std_m``, ``return_m``, ``return_std_m``, ``length_m``,
-``env_steps_per_s_m`` (environment only) and ``ms_per_step_m`` (one batched model step).
-:meth:`summary_extras` adds every episode's raw return and length to ``summary.json``.
+Test metrics, per rollout mode ``m`` (``window``, ``stream``, ``staggered``): ``score_m``
+(D4RL-normalised, mean over episodes, of the last checkpoint) and ``score_std_m``, ``return_m``,
+``return_std_m``, ``length_m``, ``env_steps_per_s_m`` (environment only) and ``ms_per_step_m``
+(one batched model step).
+
+``compat=reference`` trains as min-decision-transformer, the code the Aaren paper ran: it also plays
+the test episodes in window mode every ``periodic_eval_every`` updates (100 in min-DT's
+``train.py``) and after the last one, and reports the best of those scores, as min-DT prints its
+"max d4rl score": ``score_best_periodic`` (with ``step_best_periodic``), beside the last
+checkpoint's ``score_window``. :meth:`summary_extras` adds every episode's raw return and length,
+and every periodic evaluation, to ``summary.json``.
 """
 
 from __future__ import annotations
@@ -36,20 +43,28 @@ class DecisionTransformerModule(TaskModule):
         rtg_scale: float = 1000.0,
         warmup_steps: int = 10000,
         scheduler: SchedulerFactory | None = None,
+        compat: str = "default",
+        periodic_eval_every: int = 100,
     ) -> None:
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="step")
         env_spec(env)
         self.env, self.target_return = env, target_return
         self.context_len, self.max_episode_steps, self.eval_envs = context_len, max_episode_steps, eval_envs
         self.warmup_steps = warmup_steps
+        if periodic_eval_every < 1:
+            raise ValueError(f"task.periodic_eval_every={periodic_eval_every}: need updates >= 1")
+        self.periodic_eval_every = periodic_eval_every if compat == "reference" else 0
         self.model = DecisionTransformer(backbone, state_dim, act_dim, max_episode_steps, rtg_scale)
         self.results: dict[str, list[RolloutResult]] = {}
+        self.eval_seeds: list[int] = []
+        self.periodic: list[dict[str, float]] = []
 
     def setup(self, stage: str) -> None:
         """Dataset state statistics into the head (a checkpoint restored later overrides them)."""
         datamodule = self._trainer.datamodule if self._trainer is not None else None
         if datamodule is not None:
             self.model.set_state_statistics(datamodule.state_mean, datamodule.state_std)
+            self.eval_seeds = list(datamodule.jobs[0]["seeds"])
 
     def build_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
         """Linear warm-up as min-decision-transformer (``lr * (step + 1) / W``), then constant.
@@ -68,24 +83,50 @@ class DecisionTransformerModule(TaskModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=int(mask.sum()))
         return loss
 
-    def on_test_epoch_start(self) -> None:
-        self.results = {}
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """min-DT's periodic evaluation (``compat=reference``): every N updates and after the last."""
+        step = self.global_step
+        last = step >= int(self.trainer.estimated_stepping_batches)
+        if self.periodic_eval_every and (step % self.periodic_eval_every == 0 or last):
+            self.model.eval()
+            results = self.play("window", self.eval_seeds, progress=False)
+            self.model.train()
+            returns = np.array([r for res in results for r in res.returns])
+            score = float(normalized_score(returns, self.env).mean())
+            self.periodic.append({"step": step, "score": score, "return": float(returns.mean())})
+            self.log("periodic/score", score)
 
-    def test_step(self, job: dict[str, Any], batch_idx: int) -> None:
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["periodic_evaluations"] = self.periodic
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.periodic = list(checkpoint.get("periodic_evaluations", []))
+
+    def play(self, mode: str, seeds: list[int], progress: bool) -> list[RolloutResult]:
         """Every episode of one mode, ``eval_envs`` at a time."""
-        seeds = [int(s) for s in job["seeds"]]
-        for first in range(0, len(seeds), self.eval_envs):
-            result = run_episodes(
+        return [
+            run_episodes(
                 self.model,
                 self.env,
-                job["mode"],
+                mode,
                 seeds[first : first + self.eval_envs],
                 self.target_return,
                 self.context_len,
                 self.max_episode_steps,
-                progress=self.trainer.progress_bar_callback is not None,
+                progress=progress,
             )
-            self.results.setdefault(job["mode"], []).append(result)
+            for first in range(0, len(seeds), self.eval_envs)
+        ]
+
+    def on_test_epoch_start(self) -> None:
+        self.results = {}
+
+    def test_step(self, jobs: list[dict[str, Any]], batch_idx: int) -> None:
+        """Every episode of every mode (one job per mode)."""
+        progress = self.trainer.progress_bar_callback is not None
+        for job in jobs:
+            seeds = [int(s) for s in job["seeds"]]
+            self.results.setdefault(job["mode"], []).extend(self.play(job["mode"], seeds, progress))
 
     def on_test_epoch_end(self) -> None:
         for mode, results in self.results.items():
@@ -104,6 +145,10 @@ class DecisionTransformerModule(TaskModule):
             }
             for name, value in metrics.items():
                 self.log(f"test/{name}_{mode}", float(value))
+        if self.periodic:
+            best = max(self.periodic, key=lambda evaluation: evaluation["score"])
+            self.log("test/score_best_periodic", best["score"])
+            self.log("test/step_best_periodic", float(best["step"]))
 
     def summary_extras(self) -> dict[str, Any]:
         """Every episode's raw return and length per mode, the target return and the data's returns.
@@ -119,6 +164,7 @@ class DecisionTransformerModule(TaskModule):
             "evaluation": {
                 "env": env_spec(self.env).env_id,
                 "target_return": self.target_return,
+                "periodic": self.periodic,
                 **{
                     mode: {
                         "returns": [r for res in results for r in res.returns],

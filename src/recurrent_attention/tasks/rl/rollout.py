@@ -1,20 +1,27 @@
-"""Episodes of a Decision Transformer in the real environment, in two rollout modes.
+"""Episodes of a Decision Transformer in the real environment, in three rollout modes.
 
 - ``window`` (the Decision Transformer's own evaluation): at every step the last ``K`` timesteps
   (``3K - 1`` tokens, up to the current state) are run through the whole model again.
 - ``stream``: the backbone's state is carried from the episode's first step, and each step feeds only
   the new tokens (the previous action, the return-to-go, the state). Aaren keeps constant memory;
   the Transformer's KV cache grows with every token. The model then conditions on the whole
-  episode, not only the last ``K`` steps, so the two modes agree only while ``t < K``.
+  episode, not only the last ``K`` steps it was trained on, so the two modes agree only while ``t < K``.
+- ``staggered``: two streams, each restarted every ``K`` steps, the second started ``K/2`` steps
+  after the first; the one restarted longer ago acts. After the first ``K/2`` steps the acting
+  context always spans ``K/2 + 1`` to ``K`` steps, as training windows do, at twice the stream's
+  memory and cost per step (constant for Aaren). A restarted stream's first token is ``R_t`` at its
+  absolute timestep, as a training window's, so its action equals the window model's on the same steps.
 
-All episodes of a call run together in one vector env (one batched model call per step). The
-return-to-go fed at step t is the target return minus the reward collected before t.
+Every episode of a call is its own environment, stepped only until it ends (no reset, no
+autoreset); the policy sees all of them in one batched model call per step. The return-to-go fed
+at step ``t`` is the target return minus the reward collected before ``t``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -22,10 +29,16 @@ from torch import Tensor
 from tqdm import tqdm
 
 from recurrent_attention.models.base import State
-from recurrent_attention.tasks.rl.env import make_vector_env
+from recurrent_attention.tasks.rl.env import make_env
 from recurrent_attention.tasks.rl.head import DecisionTransformer
 
-MODES = ("window", "stream")
+MODES = ("window", "stream", "staggered")
+
+
+class Policy(Protocol):
+    def act(self, returns_to_go: Tensor, states: Tensor, timestep: int) -> Tensor: ...
+
+    def observe(self, actions: Tensor) -> None: ...
 
 
 class WindowPolicy:
@@ -57,10 +70,14 @@ class WindowPolicy:
 
 
 class StreamPolicy:
-    """Carries the backbone state from the first step; each step feeds ``a_{t-1}, R_t, s_t``."""
+    """Carries the backbone state from its (re)start; each step feeds ``a_{t-1}, R_t, s_t``."""
 
     def __init__(self, model: DecisionTransformer) -> None:
         self.model = model
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget everything: the next step is the first token of a new context (``R_t``)."""
         self.state: State | None = None
         self.pending_action_token: Tensor | None = None
         self.last_inputs: tuple[Tensor, Tensor, Tensor] | None = None
@@ -83,11 +100,40 @@ class StreamPolicy:
         )[:, 2:]
 
 
-def make_policy(mode: str, model: DecisionTransformer, context_len: int) -> WindowPolicy | StreamPolicy:
+class StaggeredPolicy:
+    """Two streams restarted every ``period`` steps, ``period // 2`` apart; the older one acts."""
+
+    def __init__(self, model: DecisionTransformer, period: int) -> None:
+        if period < 2:
+            raise ValueError(
+                f"staggered rollout: the restart period (task.context_len) is {period}, need >= 2"
+            )
+        self.period = period
+        self.offsets = (0, period // 2)
+        self.streams = (StreamPolicy(model), StreamPolicy(model))
+        self.started: list[StreamPolicy] = []
+
+    def act(self, returns_to_go: Tensor, states: Tensor, timestep: int) -> Tensor:
+        for stream, offset in zip(self.streams, self.offsets, strict=True):
+            if timestep >= offset and (timestep - offset) % self.period == 0:
+                stream.restart()
+        ages = [(timestep - offset) % self.period for offset in self.offsets]
+        self.started = [s for s, o in zip(self.streams, self.offsets, strict=True) if timestep >= o]
+        actions = [stream.act(returns_to_go, states, timestep) for stream in self.started]
+        return actions[int(np.argmax(ages[: len(actions)]))]
+
+    def observe(self, actions: Tensor) -> None:
+        for stream in self.started:
+            stream.observe(actions)
+
+
+def make_policy(mode: str, model: DecisionTransformer, context_len: int) -> Policy:
     if mode == "window":
         return WindowPolicy(model, context_len)
     if mode == "stream":
         return StreamPolicy(model)
+    if mode == "staggered":
+        return StaggeredPolicy(model, context_len)
     raise ValueError(f"rollout mode {mode!r}: choose one of {MODES}")
 
 
@@ -102,6 +148,44 @@ class RolloutResult:
     policy_calls: int
 
 
+def play(
+    policy: Policy,
+    envs: list,
+    seeds: list[int],
+    target_return: float,
+    device: torch.device,
+    progress_label: str | None = None,
+) -> RolloutResult:
+    """One episode per environment, all at once; an environment is stepped only until it ends."""
+    observations = np.stack([e.reset(seed=s)[0] for e, s in zip(envs, seeds, strict=True)])
+    returns, lengths = np.zeros(len(envs)), np.zeros(len(envs), dtype=int)
+    running = np.ones(len(envs), dtype=bool)
+    env_seconds = policy_seconds = 0.0
+    calls = 0
+    bar = tqdm(desc=progress_label, disable=progress_label is None, leave=False)
+    with torch.no_grad():
+        while running.any():
+            started = time.perf_counter()
+            returns_to_go = torch.as_tensor(target_return - returns, dtype=torch.float32, device=device)
+            states = torch.as_tensor(observations, dtype=torch.float32, device=device)
+            actions = policy.act(returns_to_go, states, calls)
+            policy.observe(actions)
+            actions_np = actions.cpu().numpy()
+            policy_seconds += time.perf_counter() - started
+            calls += 1
+            started = time.perf_counter()
+            for i in np.flatnonzero(running):
+                observations[i], reward, terminated, truncated, _ = envs[i].step(actions_np[i])
+                returns[i] += reward
+                lengths[i] += 1
+                running[i] = not (terminated or truncated)
+            env_seconds += time.perf_counter() - started
+            bar.update(1)
+            bar.set_postfix(running=int(running.sum()))
+    bar.close()
+    return RolloutResult(returns.tolist(), lengths.tolist(), env_seconds, policy_seconds, calls)
+
+
 def run_episodes(
     model: DecisionTransformer,
     env: str,
@@ -113,39 +197,11 @@ def run_episodes(
     progress: bool = True,
 ) -> RolloutResult:
     """Play one episode per seed at once; the model is run without gradients in its current mode."""
-    device = model.state_mean.device
     policy = make_policy(mode, model, context_len)
-    envs = make_vector_env(env, len(seeds), max_episode_steps)
-    observations, _ = envs.reset(seed=seeds)
-    returns, lengths = np.zeros(len(seeds)), np.zeros(len(seeds), dtype=int)
-    done = np.zeros(len(seeds), dtype=bool)
-    env_seconds = policy_seconds = 0.0
-    calls = 0
-    bar = tqdm(total=max_episode_steps, desc=f"{env} {mode}", disable=not progress, leave=False)
-    with torch.no_grad():
-        for t in range(max_episode_steps):
-            started = time.perf_counter()
-            returns_to_go = torch.as_tensor(target_return - returns, dtype=torch.float32, device=device)
-            states = torch.as_tensor(observations, dtype=torch.float32, device=device)
-            actions = policy.act(returns_to_go, states, t)
-            policy.observe(actions)
-            actions_np = actions.cpu().numpy()
-            policy_seconds += time.perf_counter() - started
-            calls += 1
-            started = time.perf_counter()
-            observations, rewards, terminated, truncated, _ = envs.step(actions_np)
-            env_seconds += time.perf_counter() - started
-            alive = ~done
-            returns[alive] += rewards[alive]
-            lengths[alive] += 1
-            finished = (terminated | truncated) & alive
-            done |= finished
-            bar.update(1)
-            bar.set_postfix(running=int((~done).sum()))
-            if done.all():
-                break
-            if finished.any():  # the vector env refuses to step a finished copy until it is reset
-                observations, _ = envs.reset(options={"reset_mask": finished})
-    bar.close()
-    envs.close()
-    return RolloutResult(returns.tolist(), lengths.tolist(), env_seconds, policy_seconds, calls)
+    envs = [make_env(env, max_episode_steps) for _ in seeds]
+    try:
+        label = f"{env} {mode}" if progress else None
+        return play(policy, envs, seeds, target_return, model.state_mean.device, label)
+    finally:
+        for environment in envs:
+            environment.close()
