@@ -64,9 +64,13 @@ def plot_bench(report: dict, path: str | Path) -> Path:
     for ax in axes:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
+    return _save(fig, report, f"Aaren kernels: {report.get('kernels', 'PyTorch')}", path)
+
+
+def _save(fig: plt.Figure, report: dict, detail: str, path: str | Path) -> Path:
+    """Title the figure with the commit, device and ``detail``, write it to ``path`` and close it."""
     provenance = f"commit {report['commit'][:12]}; " if report.get("commit") else ""
-    kernels = report.get("kernels", "PyTorch")
-    fig.suptitle(f"{provenance}{report['device']}; Aaren kernels: {kernels}", fontsize=9)
+    fig.suptitle(f"{provenance}{report['device']}; {detail}", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,11 +113,4 @@ def plot_stream_costs(report: dict, path: str | Path) -> Path:
     for ax in (time_ax, memory_ax):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    provenance = f"commit {report['commit'][:12]}; " if report.get("commit") else ""
-    fig.suptitle(f"{provenance}{report['device']}; {report['stream_model']}", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, report, report["stream_model"], path)

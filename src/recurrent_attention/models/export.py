@@ -60,6 +60,19 @@ def export_onnx(backbone: Aaren, path: str | Path) -> Path:
     example = (torch.zeros(2, backbone.d_model), *pack_state(backbone.init_state(2)))
     batch = torch.export.Dim("batch")
     dynamic = {"x_t": {0: batch}, "m": {1: batch}, "u": {1: batch}, "w": {1: batch}}
+    return write_onnx(step, example, path, INPUT_NAMES, OUTPUT_NAMES, dynamic)
+
+
+def write_onnx(
+    step: nn.Module,
+    example: tuple[Tensor, ...],
+    path: str | Path,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    dynamic: dict,
+) -> Path:
+    """``step`` traced on ``example`` by torch's ``torch.export``-based exporter into ``path``, with
+    named inputs and outputs and the ``dynamic`` dimensions left free."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
@@ -67,8 +80,8 @@ def export_onnx(backbone: Aaren, path: str | Path) -> Path:
             step,
             example,
             str(path),
-            input_names=list(INPUT_NAMES),
-            output_names=list(OUTPUT_NAMES),
+            input_names=list(input_names),
+            output_names=list(output_names),
             dynamic_shapes=dynamic,
             dynamo=True,
             verbose=False,

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from recurrent_attention.models.blocks import LayerStack, layer_norm_arguments, lean_block, lean_block_step
+from recurrent_attention.models.export import onnx_session, write_onnx
 from recurrent_attention.models.transformer import KVCache, Transformer
 
 INPUT_NAMES = ("x_t", "position", "k", "v")
@@ -101,20 +102,7 @@ def export_transformer_onnx(backbone: LayerStack, path: str | Path) -> Path:
         "k": {1: batch, 3: capacity},
         "v": {1: batch, 3: capacity},
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():
-        torch.onnx.export(
-            step,
-            example,
-            str(path),
-            input_names=list(INPUT_NAMES),
-            output_names=list(OUTPUT_NAMES),
-            dynamic_shapes=dynamic,
-            dynamo=True,
-            verbose=False,
-        )
-    return path
+    return write_onnx(step, example, path, INPUT_NAMES, OUTPUT_NAMES, dynamic)
 
 
 class OnnxKVStream:
@@ -128,8 +116,6 @@ class OnnxKVStream:
 
     def __init__(self, path: str | Path, state: list[KVCache], capacity: int, threads: int = 1) -> None:
         import onnxruntime as ort
-
-        from recurrent_attention.models.export import onnx_session
 
         self.session = onnx_session(path, threads)
         keys, values = zip(*(layer.tokens() for layer in state), strict=True)
