@@ -88,6 +88,13 @@ def test_seed_changes_the_run_id_but_not_the_config_id() -> None:
     assert ids("seed=1", "model.d_model=32")["config_id"] != one["config_id"]
 
 
+def test_values_derived_from_the_seed_do_not_change_the_config_id() -> None:
+    """RL's evaluation episodes are seeded by ``eval_seed: ${seed}``: its seeds are one config."""
+    one, two = (ids("task=rl/hopper_medium", f"seed={seed}") for seed in (1, 2))
+    assert one["run_id"] != two["run_id"] and one["config_id"] == two["config_id"]
+    assert ids("task=rl/hopper_medium", "seed=1")["config_id"] == ids("task=rl/hopper_medium")["config_id"]
+
+
 def test_folder_name_stays_short_with_many_overrides() -> None:
     overrides = [f"+notes.a_rather_long_key_number_{i}=value_{i}" for i in range(60)]
     folder = Path(run_folder(*overrides))

@@ -43,21 +43,23 @@ IGNORED_KEYS = (
 NAMING_CHOICES = ("task", "preset")
 
 
-def identity_content(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, Any]:
+def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool = False) -> dict[str, Any]:
     """What the hash covers: the resolved config less ``IGNORED_KEYS``, the naming choices and the
     data read (``data_identity``: registry checksums or own files' fingerprints).
 
     Ignored values are masked before resolving, so a copy made by interpolation (the datamodule's
-    ``data_dir: ${paths.data_dir}``) is ignored too.
+    ``data_dir: ${paths.data_dir}``) is ignored too. ``seedless`` leaves the seed out the same way,
+    so that values derived from it (RL's ``eval_seed: ${seed}``) do not tell seeds' configs apart.
     """
     job = copy.deepcopy(OmegaConf.masked_copy(cfg, [key for key in cfg if key != "hydra"]))
+    masked = (*IGNORED_KEYS, "seed") if seedless else IGNORED_KEYS
     with read_write(job), open_dict(job):
-        for dotted in IGNORED_KEYS:
+        for dotted in masked:
             node = OmegaConf.select(job, dotted, default=None, throw_on_missing=False)
             if node is not None:
                 OmegaConf.update(job, dotted, _masked(node), merge=False)
         content = OmegaConf.to_container(job, resolve=True)
-    for dotted in IGNORED_KEYS:
+    for dotted in masked:
         *parents, leaf = dotted.split(".")
         node = content
         for key in parents:
@@ -90,9 +92,10 @@ def run_ids(cfg: DictConfig, choices: Mapping[str, Any]) -> dict[str, str]:
     ``cfg`` is the composed config (a ``hydra`` node, if present, is left out); ``choices`` are
     Hydra's config-group choices (``HydraConfig.get().runtime.choices``).
     """
-    content = identity_content(cfg, choices)
-    without_seed = {**content, "config": {k: v for k, v in content["config"].items() if k != "seed"}}
-    return {"run_id": content_hash(content), "config_id": content_hash(without_seed)}
+    return {
+        "run_id": content_hash(identity_content(cfg, choices)),
+        "config_id": content_hash(identity_content(cfg, choices, seedless=True)),
+    }
 
 
 UNRESOLVED_ID = "unresolved"
