@@ -347,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             "Cumulative seconds of all N steps, the bytes the state holds after N tokens (a KV "
             "cache: its allocated capacity; the exported Transformer's is fixed at the stream's "
             "length), and the peak growth of the process's resident memory over the stream "
-            "(`VmHWM` after a reset). Plotted in figure5.png.",
+            "(`VmHWM` after a reset; a lower bound, since memory the allocator kept from earlier "
+            "work is reused without growth). Plotted in figure5.png.",
             stream_table(stream) if stream else "(skipped)",
             "## Training steps/s on each family's CPU preset",
             "Real data; both models take turns on the same batches (alternating which goes first).",

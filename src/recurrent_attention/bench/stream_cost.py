@@ -5,8 +5,9 @@ model here streams from an empty state, token after token, up to ``n_max`` token
 read at each power of two: the cumulative seconds, the bytes its state holds (a KV cache's allocated
 capacity, which the lean step doubles when full; an exported Transformer's fixed capacity), and the
 peak growth of the process's resident memory over the stream so far (Linux: ``VmHWM`` after
-resetting it through ``/proc/self/clear_refs``; elsewhere not measured). Sequential runners: large
-buffers go back to the system when freed, so one stream's memory does not hide the next one's.
+resetting it through ``/proc/self/clear_refs``; elsewhere not measured). That growth is a lower
+bound: memory the allocator kept from earlier work in the process (the benchmark's step grid, a
+previous stream) is reused without growing the resident set.
 """
 
 from __future__ import annotations
