@@ -121,11 +121,15 @@ class AarenAttention(nn.Module):
         out, state = attention_step(projected[..., d_model:], values, state)
         return self.proj.out_proj(out.flatten(-2)), state
 
-    def lean_mixer(self) -> Callable[[Tensor, ScanState], tuple[Tensor, ScanState]]:
-        """:meth:`step` for a ``(B, d_model)`` token in eval mode, on weights laid out now."""
+    def lean_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor, tuple[int, int]]:
+        """``(W_mix^T, b_mix, W_out^T, b_out, (heads, d_head))``: values then scores as one ``addmm``."""
         mix = addmm_weights(*self._build_fused_projection())
         out = addmm_weights(self.proj.out_proj.weight, self.proj.out_proj.bias)
-        return partial(_lean_aaren_mix, *mix, *out, (self.proj.n_heads, self.proj.d_head))
+        return (*mix, *out, (self.proj.n_heads, self.proj.d_head))
+
+    def lean_mixer(self) -> Callable[[Tensor, ScanState], tuple[Tensor, ScanState]]:
+        """:meth:`step` for a ``(B, d_model)`` token in eval mode, on weights laid out now."""
+        return partial(_lean_aaren_mix, *self.lean_weights())
 
     def init_state(
         self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None
@@ -210,11 +214,11 @@ class Aaren(LayerStack):
 
 
 def _build_stepper(stepper_class: type, model: Aaren, blocks: list, final_norm: tuple | None) -> object:
-    """An ``AarenStepper`` on the lean layout's tensors (the weights the Python lean step uses)."""
+    """An ``AarenStepper`` on the weights the Python lean step lays out (the mixers' own
+    :meth:`AarenAttention.lean_weights`, the layout's feed-forward and norms)."""
     weights, eps = [], []
-    for lean in blocks:
-        mix_weight, mix_bias, out_weight, out_bias, _ = lean.mix.args
-        weights += [mix_weight, mix_bias, out_weight, out_bias]
+    for lean, block in zip(blocks, model.blocks, strict=True):
+        weights += block.mixer.lean_weights()[:4]
         weights += [lean.ff_in_weight, lean.ff_in_bias, lean.ff_out_weight, lean.ff_out_bias]
         for norm in (lean.norm_mix, lean.norm_ff):
             _, weight, bias, norm_eps = norm
