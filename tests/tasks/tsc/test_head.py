@@ -66,3 +66,30 @@ def test_last_token_head_equals_unpadded_and_streaming(name: str) -> None:
 def test_embedding_rejects_cases_longer_than_max_len() -> None:
     with pytest.raises(ValueError, match=r"task\.max_len=10"):
         classifier("transformer", "flatten").embed(torch.zeros(1, 11, CHANNELS, dtype=torch.float64))
+
+
+def test_tslib_conv_embedding_is_a_circular_kernel3_convolution() -> None:
+    """TSLib's TokenEmbedding by hand: step t reads steps t-1, t, t+1 of the padded case, wrapping
+    around its ends, with no bias; the sinusoidal positions are added after it."""
+    torch.manual_seed(0)
+    backbone = Aaren(d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0)
+    model = Classifier(backbone, CHANNELS, CLASSES, MAX_LEN, embedding="tslib_conv", dropout=0.0).double()
+    x = torch.randn(2, MAX_LEN, CHANNELS, dtype=torch.float64)
+    weight = model.value_embedding.conv.weight  # (d_model, channels, 3)
+    expected = torch.stack(
+        [
+            sum(x[:, (t + k - 1) % MAX_LEN] @ weight[:, :, k].T for k in range(3)) + model.positions[t]
+            for t in range(MAX_LEN)
+        ],
+        dim=1,
+    )
+    torch.testing.assert_close(model.embed(x), expected, rtol=1e-12, atol=1e-12)
+    assert model.value_embedding.conv.bias is None
+
+
+def test_tslib_conv_embedding_refuses_to_stream() -> None:
+    model = Classifier(
+        Aaren(d_model=16, n_heads=2, n_layers=1, d_ff=32), CHANNELS, CLASSES, MAX_LEN, embedding="tslib_conv"
+    )
+    with pytest.raises(ValueError, match="cannot stream"):
+        model.embed(torch.zeros(1, 1, CHANNELS), start=3)

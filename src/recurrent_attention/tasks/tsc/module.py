@@ -34,11 +34,12 @@ class ClassificationModule(ExactEvaluationModule):
         dropout: float = 0.1,
         scheduler: SchedulerFactory | None = None,
         compat: str = "default",
+        embedding: str = "linear",
     ) -> None:
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="epoch")
         if compat not in COMPATS:
             raise ValueError(f"task.compat={compat!r}: choose default or reference")
-        self.model = Classifier(backbone, n_channels, n_classes, max_len, head, dropout)
+        self.model = Classifier(backbone, n_channels, n_classes, max_len, head, dropout, embedding)
         self.totals = ClassificationTotals()
         self.compat = compat
         self.selection = TiesImprove()
