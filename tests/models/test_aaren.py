@@ -62,7 +62,7 @@ def test_every_path_equals_the_naive_definition(path: str, n: int, query_scale: 
     """1030 tokens make the chunked path link three chunks (512 tokens each from 1025 on) by a scan
     of their summaries; a query 1000 times larger spreads the scores by more than the cumulative
     kernel's limit (log(max float64) / 2, ~355) above a chunk's first, so the chunked path computes
-    those rows by its prefix-max kernel, and every path meets scores in the thousands."""
+    those rows by its prefix-max kernel, and every path meets scores of several hundred."""
     model = build_backbone("aaren", () if path == "step" else (f"model.path={path}",))
     with torch.no_grad():
         for block in model.blocks:

@@ -97,8 +97,9 @@ def test_causality_is_exact(name: str, overrides: tuple[str, ...], t: int) -> No
 @pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
 @pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
 def test_step_equals_forward(name: str, overrides: tuple[str, ...], grad: bool) -> None:
-    """Without gradients the Transformer and Aaren take their lean step (Aaren's compiled one);
-    with gradients every backbone takes its block-by-block step (training through ``step``)."""
+    """Without gradients the Transformer and Aaren take their lean step (Aaren's compiled one where
+    the native kernels build); with gradients every backbone takes its block-by-block step (as
+    training through ``step`` does)."""
     model = build_backbone(name, overrides)
     x = inputs(step_length(model))
     with torch.set_grad_enabled(grad):
