@@ -55,16 +55,6 @@ def test_branching_from_one_state_leaves_both_branches_intact() -> None:
     torch.testing.assert_close(run(m, later, fresh_a)[0], out_a_later, rtol=0, atol=0)
 
 
-def test_forward_continues_from_a_lean_step_state() -> None:
-    m = model()
-    x = torch.randn(2, 30, D_MODEL, dtype=torch.float64)
-    with torch.no_grad():
-        full, _ = m(x)
-        _, state = run(m, x[:, :20].transpose(0, 1), m.init_state(2, dtype=torch.float64))
-        rest, _ = m(x[:, 20:], state)
-    torch.testing.assert_close(rest, full[:, 20:], rtol=1e-10, atol=1e-10)
-
-
 def test_with_capacity_holds_the_given_tokens() -> None:
     k, v = torch.randn(2, 2, 3, 5, 4).unbind(0)
     cache = KVCache.with_capacity(k, v, 8)

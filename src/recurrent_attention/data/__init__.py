@@ -2,8 +2,8 @@
 
 from recurrent_attention.data.download import (
     DataError,
+    DataLocation,
     describe_origin,
-    own_or_registered,
     resolve_file,
     resolve_source,
     sha256sum,
@@ -12,10 +12,10 @@ from recurrent_attention.data.sources import Source, get_source, registry
 
 __all__ = [
     "DataError",
+    "DataLocation",
     "Source",
     "describe_origin",
     "get_source",
-    "own_or_registered",
     "registry",
     "resolve_file",
     "resolve_source",

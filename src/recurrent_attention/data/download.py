@@ -19,6 +19,7 @@ import tempfile
 import urllib.request
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
@@ -183,21 +184,29 @@ def _network_route(source: Source, f: SourceFile) -> str:
     return source.archives[f.archive].url if f.archive is not None else f.url or source.name
 
 
-def own_or_registered(
-    own: str | Path | None,
-    source_name: str | None,
-    key: str,
-    data_dir: str | Path = "data",
-    mirror: str | Path | None = None,
-    download: bool = True,
-) -> Path:
-    """The user's own file or folder (``task.datamodule.path``, read as given, no checksum) when
-    set; otherwise the registered source's verified file (:func:`resolve_file`)."""
-    if own is not None:
-        if not Path(own).exists():
-            raise DataError(f"{own}: no such file or folder (given as own data, task.datamodule.path)")
-        return Path(own)
-    return resolve_file(source_name, key, data_dir, mirror, download)
+@dataclass(frozen=True)
+class DataLocation:
+    """Where a datamodule finds a registered ``source``'s files: ``task.datamodule``'s ``data_dir``,
+    ``mirror`` and ``download`` (from ``${paths.*}``), held together so that every datamodule
+    resolves its files by the one rule of :func:`resolve_file`."""
+
+    source: str | None
+    data_dir: str | Path = "data"
+    mirror: str | Path | None = None
+    download: bool = True
+
+    def registered(self, key: str) -> Path:
+        """The source's file ``key``, local and checksum-verified (:func:`resolve_file`)."""
+        return resolve_file(self.source, key, self.data_dir, self.mirror, self.download)
+
+    def own_or_registered(self, own: str | Path | None, key: str) -> Path:
+        """The user's own file or folder (``task.datamodule.path``, read as given, no checksum) when
+        set; otherwise the registered file ``key``."""
+        if own is not None:
+            if not Path(own).exists():
+                raise DataError(f"{own}: no such file or folder (given as own data, task.datamodule.path)")
+            return Path(own)
+        return self.registered(key)
 
 
 def resolve_file(

@@ -209,6 +209,20 @@ def provenance(runs: pd.DataFrame) -> list[str]:
     return notes
 
 
+def paper_number(
+    reference: pd.DataFrame, where: dict[str, object], value: str, std: str | None = None
+) -> tuple[float, float | None] | None:
+    """The paper's ``value`` (and ``std``) in the first reference row whose columns equal ``where``
+    (None: the column is empty); None where no row matches, which leaves the paper's column blank."""
+    match = pd.Series(True, index=reference.index)
+    for column, wanted in where.items():
+        match &= reference[column].isna() if wanted is None else reference[column] == wanted
+    hit = reference[match]
+    if hit.empty:
+        return None
+    return float(hit[value].iloc[0]), None if std is None else float(hit[std].iloc[0])
+
+
 def load_reference(name: str, reference_dir: str | Path | None = None) -> pd.DataFrame | None:
     path = Path(reference_dir or REFERENCE_DIR) / name
     return pd.read_csv(path) if path.is_file() else None

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import (
-    Table,
-    compare,
-    load_reference,
-    override_notes,
-    provenance,
-    seed_arg,
-)
+from recurrent_attention.results.layouts import aaren_paper, protocol_tables, sweep_command
+from recurrent_attention.results.tables import Table, compare, override_notes, provenance
 
 # Registry sources -> the paper's column labels. Several of our sources stand for one paper dataset
 # (its Meta TPP file, or another release of the same data); the "data" column says which.
@@ -29,7 +24,6 @@ PAPER_NAMES = {
     "easytpp_stackoverflow": "StackOverflow",
     "easytpp_taxi": "Taxi",
 }
-PAPER_MODELS = {"transformer": "Transformer", "aaren": "Aaren"}
 # The paper's NLL is Meta TPP's, so it sits beside our nll_meta_tpp, never beside our default nll.
 PAPER_METRICS = {"nll_meta_tpp": "NLL", "rmse": "RMSE", "acc": "Acc"}
 METRICS = {"default": ["nll", "nll_meta_tpp", "rmse", "acc"], "reference": ["nll_meta_tpp", "rmse", "acc"]}
@@ -62,43 +56,36 @@ META_TPP_NLL_NOTE = (
 )
 
 
+def _paper(reference: pd.DataFrame, row: dict, metric: str) -> tuple[float, float] | None:
+    if metric not in PAPER_METRICS:
+        return None
+    dataset = PAPER_NAMES.get(row["dataset"], row["dataset"])
+    return aaren_paper(reference, row, dataset, metric=PAPER_METRICS[metric])
+
+
+def _contents(
+    part: pd.DataFrame, preset: str, compat: str, reference: pd.DataFrame | None
+) -> tuple[pd.DataFrame, list[str]]:
+    keys = ["dataset", "setting.format"] if "setting.format" in part else ["dataset"]
+    metrics = METRICS.get(compat, METRICS["default"])
+    frame, run_notes = compare(part, keys, metrics, reference, partial(_paper, reference), means=["epochs"])
+    frame = frame.drop(columns=["nll (paper)"], errors="ignore").rename(columns=NLL_COLUMNS)
+    frame.insert(0, "paper dataset", frame["dataset"].map(lambda d: PAPER_NAMES.get(d, d)))
+    frame = frame.rename(columns={"dataset": "data", "setting.format": "format"})
+    frame = frame.rename(columns=lambda c: c.replace("acc (", "acc % ("))
+    notes = [
+        "Mean ± sample std over seeds; acc = most probable mark vs the true one, in % (marked sets).",
+        f"protocol {compat}: {COMPAT_NOTES.get(compat, compat)}",
+        META_TPP_NLL_NOTE,
+        "paper: Aaren Table 2 (Meta TPP's code, 5 seeds, GPUs, up to 6000 epochs with patience 500).",
+        *(DATA_NOTES[d] for d in sorted(set(part["dataset"])) if d in DATA_NOTES),
+        *run_notes,
+        *provenance(part),
+        *override_notes(part, by="dataset"),
+        sweep_command("ef", part, preset, compat) + " (epoch caps for the CPU runs: docs/ef.md)",
+    ]
+    return frame, notes
+
+
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
-    runs = runs[runs["family"] == "ef"]
-    if runs.empty:
-        return []
-    reference = load_reference("aaren_ef.csv", reference_dir)
-
-    def lookup(row: dict, metric: str) -> tuple[float, float] | None:
-        if metric not in PAPER_METRICS:
-            return None
-        hit = reference[
-            (reference["dataset"] == PAPER_NAMES.get(row["dataset"], row["dataset"]))
-            & (reference["metric"] == PAPER_METRICS[metric])
-            & (reference["model"] == PAPER_MODELS.get(row["model"], row["model"]))
-        ]
-        return (float(hit["mean"].iloc[0]), float(hit["std"].iloc[0])) if len(hit) else None
-
-    keys = ["dataset", "setting.format"] if "setting.format" in runs else ["dataset"]
-    tables = []
-    for (preset, compat), part in runs.groupby(["preset", "compat"], dropna=False):
-        metrics = METRICS.get(compat, METRICS["default"])
-        frame, run_notes = compare(part, keys, metrics, reference, lookup, means=["epochs"])
-        frame = frame.drop(columns=["nll (paper)"], errors="ignore").rename(columns=NLL_COLUMNS)
-        frame.insert(0, "paper dataset", frame["dataset"].map(lambda d: PAPER_NAMES.get(d, d)))
-        frame = frame.rename(columns={"dataset": "data", "setting.format": "format"})
-        frame = frame.rename(columns=lambda c: c.replace("acc (", "acc % ("))
-        notes = [
-            "Mean ± sample std over seeds; acc = most probable mark vs the true one, in % (marked sets).",
-            f"protocol {compat}: {COMPAT_NOTES.get(compat, compat)}",
-            META_TPP_NLL_NOTE,
-            "paper: Aaren Table 2 (Meta TPP's code, 5 seeds, GPUs, up to 6000 epochs with patience 500).",
-            *(DATA_NOTES[d] for d in sorted(set(part["dataset"])) if d in DATA_NOTES),
-            *run_notes,
-            *provenance(part),
-            *override_notes(part, by="dataset"),
-            f"command: python train.py -m model=transformer,aaren task=ef/<dataset> seed={seed_arg(part)} "
-            f"preset={preset} task.compat={compat} (epoch caps for the CPU runs: docs/ef.md)",
-        ]
-        title = f"Event forecasting ({preset} preset, {compat} protocol)"
-        tables.append(Table(f"aaren_ef_{preset}_{compat}", title, frame, notes, part))
-    return tables
+    return protocol_tables(runs, "ef", "Event forecasting", "aaren_ef.csv", reference_dir, _contents)

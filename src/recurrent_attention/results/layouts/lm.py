@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import Table, compare, load_reference, override_notes, provenance
+from recurrent_attention.results.layouts import family_runs
+from recurrent_attention.results.tables import (
+    Table,
+    compare,
+    load_reference,
+    override_notes,
+    paper_number,
+    provenance,
+)
 
 # Our source names -> the paper's dataset labels.
 PAPER_DATASETS = {"ptb": "Word PTB", "wikitext103": "WikiText-103"}
@@ -50,20 +58,20 @@ def _paper_lookup(
 
     def lookup(row: dict, metric: str) -> tuple[float, None] | None:
         model, rnn = PAPER_MODELS.get(row["model"], (row["model"], None))
-        hit = reference[
-            (reference["dataset"] == dataset)
-            & (reference["layers"] == row["setting.n_layers"])
-            & (reference["seg_len"] == row["setting.seg_len"])
-            & (reference["model"] == model)
-            & ((reference["rnn"] == rnn) if rnn else reference["rnn"].isna())
-        ]
-        return (float(hit["ppl"].iloc[0]), None) if len(hit) else None
+        where = {
+            "dataset": dataset,
+            "layers": row["setting.n_layers"],
+            "seg_len": row["setting.seg_len"],
+            "model": model,
+            "rnn": rnn,
+        }
+        return paper_number(reference, where, "ppl")
 
     return lookup
 
 
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
-    runs = runs[runs["family"] == "lm"] if "family" in runs else runs.iloc[:0]
+    runs = family_runs(runs, "lm")
     runs = runs[~is_ablation(runs)]
     if runs.empty:
         return []

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from recurrent_attention.results.layouts import family_runs
 from recurrent_attention.results.layouts.lm import ABLATION_KEYS, PAPER_DATASETS, is_ablation
-from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+from recurrent_attention.results.tables import Table, compare, load_reference, paper_number, provenance
 
 # (memory token, recurrent positions) -> CRT Table 8's row, in the paper's order.
 PAPER_ROWS = {
@@ -43,7 +44,7 @@ def _per_seed(part: pd.DataFrame) -> dict[tuple, tuple[str, int]]:
 
 
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
-    runs = runs[runs["family"] == "lm"] if "family" in runs else runs.iloc[:0]
+    runs = family_runs(runs, "lm")
     runs = runs[is_ablation(runs)]
     if runs.empty:
         return []
@@ -55,13 +56,13 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
 
         def lookup(row: dict, metric: str, label: str = label) -> tuple[float, float] | None:
             name = PAPER_ROWS[(bool(row["setting.memory_token"]), bool(row["setting.recurrent_positions"]))]
-            hit = reference[
-                (reference["dataset"] == label)
-                & (reference["layers"] == row["setting.n_layers"])
-                & (reference["seg_len"] == row["setting.seg_len"])
-                & (reference["model"] == name)
-            ]
-            return (float(hit["ppl"].iloc[0]), None) if len(hit) else None
+            where = {
+                "dataset": label,
+                "layers": row["setting.n_layers"],
+                "seg_len": row["setting.seg_len"],
+                "model": name,
+            }
+            return paper_number(reference, where, "ppl")
 
         frame, run_notes = compare(part, KEYS, ["ppl"], reference, lookup, digits=2)
         seeds = _per_seed(part)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pandas as pd
 
 from recurrent_attention.results.grouping import own_data
-from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+from recurrent_attention.results.layouts import aaren_paper, family_runs, protocol_tables
+from recurrent_attention.results.tables import Table, compare, provenance
 
 PAPER_ENVS = {"halfcheetah": "HalfCheetah", "hopper": "Hopper", "walker2d": "Walker", "ant": "Ant"}
 PAPER_DATASETS = {"medium": "Medium", "medium_replay": "Med-Replay", "medium_expert": "Med-Expert"}
-PAPER_MODELS = {"transformer": "Transformer", "aaren": "Aaren"}
 MODES = ("window", "stream", "staggered")
 METRICS = [f"{kind}_{mode}" for kind in ("score", "return", "length") for mode in MODES]
 # where the evaluation time goes: model milliseconds per batched step, environment steps per second
@@ -73,47 +73,49 @@ def _drop_empty_paper_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=empty)
 
 
+def _paper(reference: pd.DataFrame, row: dict, metric: str, compared: str) -> tuple[float, float] | None:
+    """The paper's score beside our ``compared`` metric (D4RL data only)."""
+    key = paper_key(row["dataset"])
+    if metric != compared or key is None:
+        return None
+    return aaren_paper(reference, row, key[1], env=key[0])
+
+
+def _d4rl_contents(
+    part: pd.DataFrame, preset: str, compat: str, reference: pd.DataFrame | None
+) -> tuple[pd.DataFrame, list[str]]:
+    compared = BEST_OF if compat == "reference" else "score_window"
+    metrics = [BEST_OF, *METRICS] if compat == "reference" else METRICS
+    lookup = partial(_paper, reference, compared=compared)
+    frame, run_notes = compare(part, ["dataset"], metrics, reference, lookup, digits=1)
+    notes = [
+        "D4RL-normalised score (0 = random, 100 = D4RL expert) and raw return over 10 episodes "
+        "in the real gymnasium MuJoCo environment; mean ± sample std over seeds.",
+        MODE_NOTE,
+        "paper: Aaren Table 1 (min-decision-transformer, embedding 512, 4 heads, 4 blocks, 5 seeds).",
+        PAPER_NOTES.get(compat, PAPER_NOTES["default"]),
+        *run_notes,
+        *provenance(part),
+        f"command: python train.py experiment=aaren/rl preset={preset} task.compat={compat}",
+    ]
+    return _drop_empty_paper_columns(frame), notes
+
+
+def _no_paper(row: dict, metric: str) -> None:
+    """Self-collected data has no paper number (``compare`` is given no reference to look in)."""
+
+
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
-    runs = runs[runs["family"] == "rl"]
+    runs = family_runs(runs, "rl")
     if runs.empty:
         return []
-    reference = load_reference("aaren_rl.csv", reference_dir)
-
-    def lookup(row: dict, metric: str, compared: str = "score_window") -> tuple[float, float] | None:
-        key = paper_key(row["dataset"])
-        if metric != compared or key is None or reference is None:
-            return None
-        hit = reference[
-            (reference["env"] == key[0])
-            & (reference["dataset"] == key[1])
-            & (reference["model"] == PAPER_MODELS.get(row["model"], row["model"]))
-        ]
-        return (float(hit["mean"].iloc[0]), float(hit["std"].iloc[0])) if len(hit) else None
-
     d4rl = runs.apply(on_d4rl, axis=1).astype(bool)
-    tables = []
-    for (preset, compat), part in runs[d4rl].groupby(["preset", "compat"], dropna=False):
-        compared = BEST_OF if compat == "reference" else "score_window"
-        metrics = [BEST_OF, *METRICS] if compat == "reference" else METRICS
-        frame, run_notes = compare(
-            part, ["dataset"], metrics, reference, partial(lookup, compared=compared), digits=1
-        )
-        frame = _drop_empty_paper_columns(frame)
-        notes = [
-            "D4RL-normalised score (0 = random, 100 = D4RL expert) and raw return over 10 episodes "
-            "in the real gymnasium MuJoCo environment; mean ± sample std over seeds.",
-            MODE_NOTE,
-            "paper: Aaren Table 1 (min-decision-transformer, embedding 512, 4 heads, 4 blocks, 5 seeds).",
-            PAPER_NOTES.get(compat, PAPER_NOTES["default"]),
-            *run_notes,
-            *provenance(part),
-            f"command: python train.py experiment=aaren/rl preset={preset} task.compat={compat}",
-        ]
-        title = f"Decision Transformer on D4RL ({preset} preset, {compat} protocol)"
-        tables.append(Table(f"aaren_rl_{preset}_{compat}", title, frame, notes, part))
+    tables = protocol_tables(
+        runs[d4rl], "rl", "Decision Transformer on D4RL", "aaren_rl.csv", reference_dir, _d4rl_contents
+    )
     for (dataset, preset), part in runs[~d4rl].groupby(["dataset", "preset"], dropna=False):
         metrics = [*METRICS, *SPEED_METRICS]
-        frame, run_notes = compare(part, ["dataset"], metrics, None, lookup, digits=1)
+        frame, run_notes = compare(part, ["dataset"], metrics, None, _no_paper, digits=1)
         frame = _drop_empty_paper_columns(frame)
         notes = [
             "SELF-COLLECTED data, not D4RL: no paper numbers apply. Raw return and D4RL-normalised "

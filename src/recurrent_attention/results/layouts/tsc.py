@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import (
-    Table,
-    compare,
-    load_reference,
-    override_notes,
-    provenance,
-    seed_arg,
-)
+from recurrent_attention.results.layouts import aaren_paper, protocol_tables, sweep_command
+from recurrent_attention.results.tables import Table, compare, override_notes, provenance
 
 # Our dataset names (registry sources) -> the paper's row labels where they differ.
 PAPER_NAMES = {"SpokenArabicDigits": "ArabicDigits", "UWaveGestureLibrary": "UWaveGesture"}
-PAPER_MODELS = {"transformer": "Transformer", "aaren": "Aaren"}
 PROTOCOL_NOTES = {
     "default": "validation part carved from TRAIN (stratified), normalisation fitted on the training part; "
     "the epoch with the best validation accuracy is tested.",
@@ -27,38 +21,33 @@ PROTOCOL_NOTES = {
 }
 
 
+def _paper(reference: pd.DataFrame, row: dict, metric: str) -> tuple[float, float] | None:
+    if row.get("setting.head", "flatten") != "flatten":
+        return None  # the paper used TSLib's flatten head only
+    return aaren_paper(reference, row, PAPER_NAMES.get(row["dataset"], row["dataset"]))
+
+
+def _contents(
+    part: pd.DataFrame, preset: str, compat: str, reference: pd.DataFrame | None
+) -> tuple[pd.DataFrame, list[str]]:
+    keys = ["dataset", "setting.head"] if "setting.head" in part else ["dataset"]
+    frame, run_notes = compare(part, keys, ["acc"], reference, partial(_paper, reference), digits=2)
+    frame = frame.rename(
+        columns={"setting.head": "head", "acc (ours)": "acc % (ours)", "acc (paper)": "acc % (paper)"}
+    )
+    notes = [
+        "Test accuracy in %; mean ± sample std over seeds.",
+        f"protocol {compat}: {PROTOCOL_NOTES.get(compat, compat)}",
+        "paper: Aaren Table 4 (TSLib settings, flatten head, 5 seeds).",
+        *run_notes,
+        *provenance(part),
+        *override_notes(part, by="dataset"),
+        sweep_command("tsc", part, preset, compat),
+    ]
+    return frame, notes
+
+
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
-    runs = runs[runs["family"] == "tsc"]
-    if runs.empty:
-        return []
-    reference = load_reference("aaren_tsc.csv", reference_dir)
-
-    def lookup(row: dict, metric: str) -> tuple[float, float] | None:
-        if row.get("setting.head", "flatten") != "flatten":
-            return None  # the paper used TSLib's flatten head only
-        hit = reference[
-            (reference["dataset"] == PAPER_NAMES.get(row["dataset"], row["dataset"]))
-            & (reference["model"] == PAPER_MODELS.get(row["model"], row["model"]))
-        ]
-        return (float(hit["mean"].iloc[0]), float(hit["std"].iloc[0])) if len(hit) else None
-
-    keys = ["dataset", "setting.head"] if "setting.head" in runs else ["dataset"]
-    tables = []
-    for (preset, compat), part in runs.groupby(["preset", "compat"], dropna=False):
-        frame, run_notes = compare(part, keys, ["acc"], reference, lookup, digits=2)
-        frame = frame.rename(
-            columns={"setting.head": "head", "acc (ours)": "acc % (ours)", "acc (paper)": "acc % (paper)"}
-        )
-        notes = [
-            "Test accuracy in %; mean ± sample std over seeds.",
-            f"protocol {compat}: {PROTOCOL_NOTES.get(compat, compat)}",
-            "paper: Aaren Table 4 (TSLib settings, flatten head, 5 seeds).",
-            *run_notes,
-            *provenance(part),
-            *override_notes(part, by="dataset"),
-            f"command: python train.py -m model=transformer,aaren task=tsc/<dataset> seed={seed_arg(part)} "
-            f"preset={preset} task.compat={compat}",
-        ]
-        title = f"Time-series classification ({preset} preset, {compat} protocol)"
-        tables.append(Table(f"aaren_tsc_{preset}_{compat}", title, frame, notes, part))
-    return tables
+    return protocol_tables(
+        runs, "tsc", "Time-series classification", "aaren_tsc.csv", reference_dir, _contents
+    )

@@ -7,37 +7,44 @@ numbers; the synthetic motion clips (``task.dataset=synthetic_motion``) are titl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.tables import Table, compare, load_reference, provenance
+from recurrent_attention.results.layouts import family_runs
+from recurrent_attention.results.tables import Table, compare, load_reference, paper_number, provenance
 
 # Our model names -> (paper model, rnn) in crt_smarthome.csv; TimeSformer* is the CRT authors' run.
 PAPER_MODELS = {"timesformer": ("TimeSformer", None), "cr_vit": ("CRViT", "GRU")}
 PROTOCOL_LABELS = {"cs": "CS", "cv1": "CV1", "cv2": "CV2"}
 
 
-def _lookup(reference: pd.DataFrame | None):
-    def lookup(row: dict, metric: str) -> tuple[float, None] | None:
-        if metric != "mca" or reference is None or row["model"] not in PAPER_MODELS:
-            return None
-        model, rnn = PAPER_MODELS[row["model"]]
-        rnn = row.get("setting.rnn") or rnn
-        hit = reference[
+def _lookup(reference: pd.DataFrame | None) -> Callable[[dict, str], tuple[float, None] | None]:
+    """(row, metric) -> (the paper's mCA, None: one run, no std); None where Table 7 has no such row."""
+    table7 = None
+    if reference is not None:
+        table7 = reference[
             (reference["source"] == "Table 7")
-            & (reference["model"] == model)
-            & (reference["protocol"] == PROTOCOL_LABELS.get(row["setting.protocol"], row["setting.protocol"]))
-            & ((reference["rnn"] == rnn) if model == "CRViT" else reference["rnn"].isna())
             & ~reference["note"].fillna("").str.startswith("first row of the PI-ViT")
         ]
-        return (float(hit["value"].iloc[0]), None) if len(hit) else None
+
+    def lookup(row: dict, metric: str) -> tuple[float, None] | None:
+        if metric != "mca" or table7 is None or row["model"] not in PAPER_MODELS:
+            return None
+        model, rnn = PAPER_MODELS[row["model"]]
+        where = {
+            "model": model,
+            "protocol": PROTOCOL_LABELS.get(row["setting.protocol"], row["setting.protocol"]),
+            "rnn": (row.get("setting.rnn") or rnn) if model == "CRViT" else None,
+        }
+        return paper_number(table7, where, "value")
 
     return lookup
 
 
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
-    runs = runs[runs["family"] == "video"] if "family" in runs else runs.iloc[:0]
+    runs = family_runs(runs, "video")
     if runs.empty:
         return []
     reference = load_reference("crt_smarthome.csv", reference_dir)

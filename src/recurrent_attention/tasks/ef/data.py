@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import DataError, resolve_file
+from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.ef.formats import (
     EventSequence,
@@ -101,7 +101,7 @@ class EFDataModule(L.LightningDataModule):
         self.source, self.format, self.n_marks = source, format, n_marks
         self.batch_size, self.split_sizes, self.min_length = batch_size, tuple(split_sizes), min_length
         self.sin = dict(sin or {})
-        self.num_workers, self.data_dir, self.mirror, self.download = num_workers, data_dir, mirror, download
+        self.num_workers, self.location = num_workers, DataLocation(source, data_dir, mirror, download)
         self.path = path
         self.datasets: dict[str, EventDataset] = {}
 
@@ -110,7 +110,7 @@ class EFDataModule(L.LightningDataModule):
         if self.path is not None:
             base = Path(self.path)
             return base if self.format == "meta_tpp" else base / f"{key}{SPLIT_SUFFIX[self.format]}"
-        return resolve_file(self.source, key, self.data_dir, self.mirror, self.download)
+        return self.location.registered(key)
 
     def prepare_data(self) -> None:
         if self.format == "meta_tpp":

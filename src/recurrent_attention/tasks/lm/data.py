@@ -26,7 +26,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.config_checks import ConfigError
-from recurrent_attention.data import DataError, describe_origin, resolve_file
+from recurrent_attention.data import DataError, DataLocation, describe_origin
 from recurrent_attention.data.checks import reading
 from recurrent_attention.tasks.base import distributed_world, make_loader
 
@@ -169,7 +169,7 @@ class LMDataModule(L.LightningDataModule):
                 f"task.files has no {', '.join(missing)}: own corpora need all three, e.g. "
                 "task.files='{train: a.txt, valid: b.txt, test: c.txt}'"
             )
-        self.files, self.data_dir, self.mirror, self.download = files, data_dir, mirror, download
+        self.files, self.location = files, DataLocation(source, data_dir, mirror, download)
         self.vocab: Vocabulary | None = None
         self.datasets: dict[str, SegmentWindows] = {}
         self.origins: dict[str, str] = {}
@@ -178,7 +178,7 @@ class LMDataModule(L.LightningDataModule):
         if self.files is not None:
             path, origin = Path(self.files[key]), "given in task.files"
         else:
-            path = resolve_file(self.source, key, self.data_dir, self.mirror, self.download)
+            path = self.location.registered(key)
             origin = describe_origin(path)
         self.origins[key] = f"{path} (from {origin})"
         return path

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 
-from recurrent_attention.data import DataError, own_or_registered
+from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.rl.formats import Trajectory, read_trajectories
 from recurrent_attention.tasks.rl.rollout import MODES
@@ -107,7 +107,7 @@ class RLDataModule(L.LightningDataModule):
         self.batch_size, self.updates_per_epoch, self.compat = batch_size, updates_per_epoch, compat
         self.jobs = evaluation_jobs(list(eval_modes), eval_episodes, eval_seed)
         self.num_workers = num_workers
-        self.data_dir, self.mirror, self.download = data_dir, mirror, download
+        self.location = DataLocation(source, data_dir, mirror, download)
         self.trajectories: list[Trajectory] = []
         self.resolved_path: Path | None = None
         self.state_mean = np.zeros(state_dim)
@@ -115,7 +115,7 @@ class RLDataModule(L.LightningDataModule):
 
     def data_path(self) -> Path:
         """An own file or folder wins; otherwise the registry resolves and verifies the D4RL file."""
-        return own_or_registered(self.path, self.source, "data", self.data_dir, self.mirror, self.download)
+        return self.location.own_or_registered(self.path, "data")
 
     def prepare_data(self) -> None:
         self.data_path()

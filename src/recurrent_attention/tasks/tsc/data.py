@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import DataError, resolve_file
+from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.data.checks import require_scalable
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.tsc.tsformat import TSData, read_ts
@@ -170,7 +170,7 @@ class TSCDataModule(L.LightningDataModule):
         self.batch_size, self.num_workers = batch_size, num_workers
         self.val_fraction, self.split_seed = val_fraction, split_seed
         self.instance_norm, self.compat = instance_norm, compat
-        self.data_dir, self.mirror, self.download = data_dir, mirror, download
+        self.location = DataLocation(source, data_dir, mirror, download)
         self.datasets: dict[str, ClassificationSet] = {}
         self.class_names: list[str] = []
 
@@ -178,10 +178,7 @@ class TSCDataModule(L.LightningDataModule):
         """Explicit paths win (own data); otherwise the registry resolves and verifies the files."""
         if self.train_path is not None and self.test_path is not None:
             return Path(self.train_path), Path(self.test_path)
-        return tuple(
-            resolve_file(self.source, key, self.data_dir, self.mirror, self.download)
-            for key in ("train", "test")
-        )
+        return self.location.registered("train"), self.location.registered("test")
 
     def prepare_data(self) -> None:
         self.file_paths()

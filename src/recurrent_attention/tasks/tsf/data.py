@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.data import DataError, own_or_registered
+from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.data.checks import reading, require_finite, require_scalable
 from recurrent_attention.tasks.base import make_loader
 from recurrent_attention.tasks.tsf.timefeatures import time_features
@@ -196,13 +196,13 @@ class TSFDataModule(L.LightningDataModule):
         self.seq_len, self.pred_len = seq_len, pred_len
         self.features, self.target, self.freq = features, target, freq
         self.n_channels, self.batch_size, self.num_workers = n_channels, batch_size, num_workers
-        self.compat, self.data_dir, self.mirror, self.download = compat, data_dir, mirror, download
+        self.compat, self.location = compat, DataLocation(source, data_dir, mirror, download)
         self.datasets: dict[str, ForecastWindows] = {}
         self.scaler: Standardizer | None = None
 
     def csv_path(self) -> Path:
         """An explicit ``path`` wins (own data); otherwise the registry resolves and verifies the file."""
-        return own_or_registered(self.path, self.source, "csv", self.data_dir, self.mirror, self.download)
+        return self.location.own_or_registered(self.path, "csv")
 
     def prepare_data(self) -> None:
         self.csv_path()

@@ -1,0 +1,139 @@
+"""The backbone contract (models/base.py), checked on every sequence backbone in ``conf/model``.
+
+Each backbone is built from its own ``conf/model/<name>.yaml`` by Hydra at small sizes
+(:mod:`tests.helpers.backbones`), so a backbone added there is checked here without editing this
+file: the list is every model config whose ``backbone._target_`` is a
+:class:`~recurrent_attention.models.base.Backbone`. A new backbone is held to the full contract
+(:func:`capacity` None) until it documents a weaker guarantee here. The properties, in float64:
+
+- causality: changing token t never changes an output before t (bit for bit), and does change
+  the output at t;
+- step: stepping token by token from ``init_state`` gives ``forward``'s outputs;
+- carried state: ``forward`` over a sequence split in two, the state carried, equals ``forward``
+  over the whole, and the state from either of ``forward`` and ``step`` continues under the other.
+
+What each backbone guarantees, read from its state:
+
+- ``transformer``: the KV cache holds every earlier token: step and a carried state are exact at
+  any length (20 stepped tokens cross the lean cache's first doubling at 16).
+- ``aaren``: the state (m, u, w) per layer and head is the exact prefix reduction: any length, on
+  every path (chunked, scan, recurrent; each is also held to a naive implementation in test_aaren).
+- ``crt`` / ``crt_gru``: the state is the memory token, the positional RNN state and the open
+  segment's inputs, and ``step`` recomputes that open segment, so step and a carried state are
+  exact at any length and any split, mid-segment included (``seg_len`` 4, 13 tokens: three full
+  segments and one open one).
+- ``transformer_xl``: the state is the last ``mem_len`` inputs of each layer, so a call is exact
+  only while every earlier token is still in the memory: at most ``mem_len`` tokens before it.
+  Step (``forward`` on one-token segments) therefore equals ``forward`` over ``mem_len + 1``
+  tokens, and a carried state after at most ``mem_len`` tokens continues a sequence of any length.
+  Beyond that the memory slides (the original's evaluation); what it then guarantees, the exact
+  receptive field of ``n_layers * mem_len`` tokens, is test_transformer_xl's.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from recurrent_attention.models import Backbone, TransformerXL
+from tests.helpers.backbones import D_MODEL, build_backbone, model_config, sequence_backbones
+
+N_TOKENS = 13
+TOL = {"rtol": 1e-10, "atol": 1e-10}
+# Every backbone as its config builds it, and the paths and switches that change its state handling.
+VARIANTS = [(name, ()) for name in sequence_backbones()] + [
+    ("aaren", ("model.path=scan",)),
+    ("aaren", ("model.path=recurrent",)),
+    ("crt", ("model.reset_positions=false",)),
+]
+IDS = [" ".join([name, *overrides]) for name, overrides in VARIANTS]
+
+
+def capacity(model: Backbone) -> int | None:
+    """How many earlier tokens a state carries exactly (None: all). Only Transformer-XL bounds it."""
+    return model.mem_len if isinstance(model, TransformerXL) else None
+
+
+def step_length(model: Backbone) -> int:
+    """The longest sequence ``step`` must reproduce ``forward`` over, capped at 20 tokens."""
+    limit = capacity(model)
+    return 20 if limit is None else limit + 1
+
+
+def inputs(n: int) -> torch.Tensor:
+    return torch.randn(2, n, D_MODEL, dtype=torch.float64, generator=torch.Generator().manual_seed(n))
+
+
+def run_steps(model: Backbone, x: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
+    outputs = []
+    for t in range(x.shape[1]):
+        y_t, state = model.step(x[:, t], state)
+        outputs.append(y_t)
+    return torch.stack(outputs, dim=1), state
+
+
+def test_every_backbone_class_is_covered() -> None:
+    """The discovery finds the four backbones (so an empty or broken discovery cannot pass)."""
+    targets = {model_config(name).model.backbone._target_.rsplit(".", 1)[-1] for name, _ in VARIANTS}
+    assert targets == {"Transformer", "TransformerXL", "Aaren", "CompactRecurrentTransformer"}
+
+
+@pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
+@pytest.mark.parametrize("t", [0, 5, 8, N_TOKENS - 1])
+def test_causality_is_exact(name: str, overrides: tuple[str, ...], t: int) -> None:
+    """t = 5 sits inside CRT's second segment, 8 starts its third, 12 its open fourth; 5 onwards
+    lie past Transformer-XL's memory, which ``forward`` over one segment never truncates."""
+    model = build_backbone(name, overrides)
+    x = inputs(N_TOKENS)
+    perturbed = x.clone()
+    perturbed[:, t] += 10.0 * torch.randn(2, D_MODEL, dtype=torch.float64)
+    with torch.no_grad():
+        y, _ = model(x)
+        y_perturbed, _ = model(perturbed)
+    assert torch.equal(y[:, :t], y_perturbed[:, :t])
+    assert not torch.allclose(y[:, t], y_perturbed[:, t])
+
+
+@pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_step_equals_forward(name: str, overrides: tuple[str, ...], grad: bool) -> None:
+    """Without gradients the Transformer and Aaren take their lean step (Aaren's compiled one where
+    the native kernels build); with gradients every backbone takes its block-by-block step (as
+    training through ``step`` does)."""
+    model = build_backbone(name, overrides)
+    x = inputs(step_length(model))
+    with torch.set_grad_enabled(grad):
+        y, _ = model(x)
+        stepped, _ = run_steps(model, x, model.init_state(2, dtype=torch.float64))
+    torch.testing.assert_close(stepped, y, **TOL)
+
+
+@pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
+def test_carried_state_continues_the_sequence(name: str, overrides: tuple[str, ...]) -> None:
+    """Every split point the state can carry, the second part longer than Transformer-XL's memory."""
+    model = build_backbone(name, overrides)
+    x = inputs(N_TOKENS)
+    limit = capacity(model) or N_TOKENS - 1
+    with torch.no_grad():
+        whole, _ = model(x)
+        for split in range(1, limit + 1):
+            first, state = model(x[:, :split])
+            second, _ = model(x[:, split:], state)
+            torch.testing.assert_close(torch.cat([first, second], dim=1), whole, **TOL, msg=f"split {split}")
+
+
+@pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
+def test_forward_and_step_continue_each_others_state(name: str, overrides: tuple[str, ...]) -> None:
+    """Split 3 tokens before the end: the Transformer's 17 stepped tokens leave a lean cache that
+    has doubled and holds unused capacity, which ``forward`` must read past."""
+    model = build_backbone(name, overrides)
+    n = step_length(model)
+    x, split = inputs(n), n - 3
+    with torch.no_grad():
+        whole, _ = model(x)
+        _, state = model(x[:, :split])
+        stepped, _ = run_steps(model, x[:, split:], state)
+        _, state = run_steps(model, x[:, :split], model.init_state(2, dtype=torch.float64))
+        continued, _ = model(x[:, split:], state)
+    torch.testing.assert_close(stepped, whole[:, split:], **TOL)
+    torch.testing.assert_close(continued, whole[:, split:], **TOL)
