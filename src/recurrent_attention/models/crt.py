@@ -17,6 +17,10 @@ follows no other path) and calls the positional RNN an encoding of "the position
 segment". ``reset_positions=False`` carries the positional state across segments instead, which
 opens a second, content-dependent path from earlier segments and a second carried vector.
 
+The blocks take the Transformer's options (``final_norm``, ``qkv_bias``, ``norm_eps``; defaults as
+the Transformer's), so a protocol that fixes them (THP's encoder for event forecasting) holds for
+CRT as for the baseline.
+
 Both parts can be switched off (CRT Table 8's ablation): ``memory_token=False`` drops the memory
 token and its RNN, so every segment is processed alone; ``recurrent_positions=False`` drops the
 positional RNN and the caller adds the Transformer's sinusoidal positions instead (the LM config
@@ -72,13 +76,26 @@ class CompactRecurrentTransformer(Backbone):
         memory_token: bool = True,
         recurrent_positions: bool = True,
         reset_positions: bool = True,
+        final_norm: bool = True,
+        qkv_bias: bool = True,
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.d_model, self.seg_len, self.bptt = d_model, seg_len, bptt
         self.reset_positions = reset_positions
         # Built first so that, with both parts off, the initial weights are the plain Transformer's.
         self.transformer = Transformer(
-            d_model, n_heads, n_layers, d_ff, dropout, attn_dropout, activation, norm_first, final_norm=True
+            d_model,
+            n_heads,
+            n_layers,
+            d_ff,
+            dropout,
+            attn_dropout,
+            activation,
+            norm_first,
+            final_norm=final_norm,
+            qkv_bias=qkv_bias,
+            norm_eps=norm_eps,
         )
         self.memory_rnn = self._rnn(rnn, ncgru_inverse) if memory_token else None
         self.position_rnn = self._rnn(position_rnn, ncgru_inverse) if recurrent_positions else None

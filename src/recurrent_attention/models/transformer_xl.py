@@ -5,6 +5,9 @@ the memory) followed by the current segment. Scores are ``(q + u)·k + (q + v)·
 learned biases ``u = r_w_bias`` and ``v = r_r_bias`` (shared by all layers, as in the original)
 and sinusoidal relative encodings ``R`` of the distance i - j, computed for every key at once and
 aligned by the relative shift. The block is post-norm with ReLU feed-forward, as the original.
+The original's q/k/v projection has no biases and its post-norm stack no LayerNorm after the last
+block; ``qkv_bias``, ``final_norm`` and ``norm_eps`` change that for a protocol that asks otherwise
+(THP's encoder: no biases, eps 1e-6, no final norm), with the defaults keeping the original.
 
 State = one memory tensor ``(B, m, d_model)`` per layer, ``m <= mem_len``. ``step`` is ``forward``
 on a one-token segment, so it equals ``forward`` as long as every earlier token is still in the
@@ -55,10 +58,11 @@ class RelativeAttention(nn.Module):
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
         clamp_len: int | None = None,
+        qkv_bias: bool = False,
     ) -> None:
         super().__init__()
         self.n_heads, self.d_head, self.mem_len, self.clamp_len = n_heads, d_head, mem_len, clamp_len
-        self.qkv = nn.Linear(d_model, 3 * n_heads * d_head, bias=False)
+        self.qkv = nn.Linear(d_model, 3 * n_heads * d_head, bias=qkv_bias)
         self.r_net = nn.Linear(d_model, n_heads * d_head, bias=False)
         self.out = nn.Linear(n_heads * d_head, d_model, bias=False)
         self.r_w_bias, self.r_r_bias = r_w_bias, r_r_bias
@@ -99,7 +103,11 @@ class RelativeAttention(nn.Module):
 
 
 class TransformerXL(LayerStack):
-    """Stack of relative-attention blocks (post-norm by default, as the original); state = memories."""
+    """Stack of relative-attention blocks (post-norm by default, as the original); state = memories.
+
+    ``final_norm=None`` (the default) puts a LayerNorm after the last block only when the blocks are
+    pre-norm: post-norm blocks already end in one, and the original has no other.
+    """
 
     def __init__(
         self,
@@ -114,16 +122,29 @@ class TransformerXL(LayerStack):
         norm_first: bool = False,
         d_head: int | None = None,
         clamp_len: int | None = None,
+        final_norm: bool | None = None,
+        qkv_bias: bool = False,
+        norm_eps: float = 1e-5,
     ) -> None:
         d_head = d_head or d_model // n_heads
         r_w_bias = nn.Parameter(torch.randn(n_heads, d_head) * 0.02)
         r_r_bias = nn.Parameter(torch.randn(n_heads, d_head) * 0.02)
         mixers = [
             RelativeAttention(
-                d_model, n_heads, d_head, mem_len, r_w_bias, r_r_bias, dropout, attn_dropout, clamp_len
+                d_model,
+                n_heads,
+                d_head,
+                mem_len,
+                r_w_bias,
+                r_r_bias,
+                dropout,
+                attn_dropout,
+                clamp_len,
+                qkv_bias=qkv_bias,
             )
             for _ in range(n_layers)
         ]
         # Post-norm blocks already end in a LayerNorm; pre-norm needs one after the last block.
-        super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm=norm_first)
+        final_norm = norm_first if final_norm is None else final_norm
+        super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)
         self.mem_len = mem_len

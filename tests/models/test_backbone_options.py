@@ -1,0 +1,131 @@
+"""The block options ``model.qkv_bias``, ``model.norm_eps`` and ``model.final_norm`` (THP's encoder for
+event forecasting: no Q/K/V bias, LayerNorm eps 1e-6, no final LayerNorm) reach every sequence
+backbone through its config, and their defaults build the parameters CRT and Transformer-XL had
+before the options reached them, so checkpoints of those backbones still load."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from torch import Tensor, nn
+
+from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.models.blocks import LayerStack
+from recurrent_attention.models.crt import CompactRecurrentTransformer
+from recurrent_attention.models.transformer_xl import TransformerXL
+
+register_resolvers()
+
+SEQUENCE_MODELS = ["transformer", "aaren", "crt", "transformer_xl"]
+
+# state_dict of task=lm/ptb preset=smoke (d_model 16, 2 heads, 1 layer, d_ff 32) as built before the
+# options reached CRT and Transformer-XL (commit 78e6d47): names and shapes a checkpoint holds.
+CRT_BLOCK = {
+    "transformer.blocks.0.mixer.proj.q_proj.weight": (16, 16),
+    "transformer.blocks.0.mixer.proj.q_proj.bias": (16,),
+    "transformer.blocks.0.mixer.proj.k_proj.weight": (16, 16),
+    "transformer.blocks.0.mixer.proj.k_proj.bias": (16,),
+    "transformer.blocks.0.mixer.proj.v_proj.weight": (16, 16),
+    "transformer.blocks.0.mixer.proj.v_proj.bias": (16,),
+    "transformer.blocks.0.mixer.proj.out_proj.weight": (16, 16),
+    "transformer.blocks.0.mixer.proj.out_proj.bias": (16,),
+    "transformer.blocks.0.ff.0.weight": (32, 16),
+    "transformer.blocks.0.ff.0.bias": (32,),
+    "transformer.blocks.0.ff.3.weight": (16, 32),
+    "transformer.blocks.0.ff.3.bias": (16,),
+    "transformer.blocks.0.norm_mix.weight": (16,),
+    "transformer.blocks.0.norm_mix.bias": (16,),
+    "transformer.blocks.0.norm_ff.weight": (16,),
+    "transformer.blocks.0.norm_ff.bias": (16,),
+    "transformer.norm.weight": (16,),
+    "transformer.norm.bias": (16,),
+    "memory_rnn.skew": (16, 16),
+    "memory_rnn.mod_bias": (16,),
+    "memory_rnn.signs": (16,),
+    "memory_rnn.inverse_matrix": (16, 16),
+    "memory_rnn.input_proj.weight": (48, 16),
+    "memory_rnn.input_proj.bias": (48,),
+    "memory_rnn.gate_proj.weight": (32, 16),
+    "position_rnn.rnn.weight_ih_l0": (48, 16),
+    "position_rnn.rnn.weight_hh_l0": (48, 16),
+    "position_rnn.rnn.bias_ih_l0": (48,),
+    "position_rnn.rnn.bias_hh_l0": (48,),
+}
+TRANSFORMER_XL_BLOCK = {
+    "blocks.0.mixer.r_w_bias": (2, 8),
+    "blocks.0.mixer.r_r_bias": (2, 8),
+    "blocks.0.mixer.qkv.weight": (48, 16),
+    "blocks.0.mixer.r_net.weight": (16, 16),
+    "blocks.0.mixer.out.weight": (16, 16),
+    "blocks.0.ff.0.weight": (32, 16),
+    "blocks.0.ff.0.bias": (32,),
+    "blocks.0.ff.3.weight": (16, 32),
+    "blocks.0.ff.3.bias": (16,),
+    "blocks.0.norm_mix.weight": (16,),
+    "blocks.0.norm_mix.bias": (16,),
+    "blocks.0.norm_ff.weight": (16,),
+    "blocks.0.norm_ff.bias": (16,),
+}
+STATE_BEFORE = {"crt": CRT_BLOCK, "transformer_xl": TRANSFORMER_XL_BLOCK}
+
+
+def backbone(task: str, model: str, *overrides: str) -> nn.Module:
+    """``model.backbone`` as ``train.py`` builds it for this task (smoke sizes)."""
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[f"task={task}", f"model={model}", "preset=smoke", *overrides])
+    return instantiate(cfg.model.backbone)
+
+
+def layer_stack(module: nn.Module) -> LayerStack:
+    """The residual blocks: CRT runs the Transformer's stack inside its segments."""
+    return module.transformer if isinstance(module, CompactRecurrentTransformer) else module
+
+
+def qkv_biases(module: nn.Module) -> list[Tensor | None]:
+    """Every query/key/value bias of the stack (None where the projection has none)."""
+    if isinstance(module, TransformerXL):
+        return [block.mixer.qkv.bias for block in module.blocks]
+    projections = [block.mixer.proj for block in layer_stack(module).blocks]
+    return [lin.bias for p in projections for lin in (p.q_proj, p.k_proj, p.v_proj)]
+
+
+@pytest.mark.parametrize("model", sorted(STATE_BEFORE))
+def test_default_options_build_the_parameters_checkpoints_hold(model: str) -> None:
+    state = backbone("lm/ptb", model).state_dict()
+    assert {key: tuple(value.shape) for key, value in state.items()} == STATE_BEFORE[model]
+
+
+def test_transformer_xl_keeps_its_final_norm_rule_by_default() -> None:
+    """No LayerNorm after post-norm blocks (they end in one), one after pre-norm blocks."""
+    assert isinstance(backbone("lm/ptb", "transformer_xl").norm, nn.Identity)
+    assert isinstance(backbone("lm/ptb", "transformer_xl", "model.norm_first=true").norm, nn.LayerNorm)
+
+
+@pytest.mark.parametrize("model", SEQUENCE_MODELS)
+@pytest.mark.parametrize(
+    ("qkv_bias", "norm_eps", "final_norm"), [(False, 1e-6, False), (True, 1e-3, True)], ids=["thp", "other"]
+)
+def test_block_options_take_effect(model: str, qkv_bias: bool, norm_eps: float, final_norm: bool) -> None:
+    built = backbone(
+        "lm/ptb",
+        model,
+        f"model.qkv_bias={qkv_bias}",
+        f"model.norm_eps={norm_eps}",
+        f"model.final_norm={final_norm}",
+    )
+    biases = qkv_biases(built)
+    assert biases and all((bias is not None) == qkv_bias for bias in biases)
+    norms = [m for m in built.modules() if isinstance(m, nn.LayerNorm)]
+    assert norms and all(norm.eps == norm_eps for norm in norms)
+    assert isinstance(layer_stack(built).norm, nn.LayerNorm if final_norm else nn.Identity)
+
+
+@pytest.mark.parametrize("model", ["crt", "transformer_xl"])
+def test_ef_task_builds_thp_blocks_for_crt_and_transformer_xl(model: str) -> None:
+    """conf/task/ef/_base.yaml's THP settings, which Transformer and Aaren already took
+    (tests/tasks/ef/test_thp_encoder.py), hold for the other two sequence backbones."""
+    built = backbone("ef/mimic", model)
+    assert all(bias is None for bias in qkv_biases(built))
+    assert all(m.eps == 1e-6 for m in built.modules() if isinstance(m, nn.LayerNorm))
+    assert isinstance(layer_stack(built).norm, nn.Identity)
