@@ -27,7 +27,8 @@ def composed(*overrides: str):
 @pytest.mark.parametrize("preset", ["smoke", "paper"])
 def test_shipped_presets_pass(task: str, preset: str) -> None:
     """Every task and model pair passes in tests/e2e/test_configs.py (cpu preset); here the other presets."""
-    check_config(composed(f"task={task}", f"preset={preset}"))
+    model = "timesformer" if task.startswith("video/") else "aaren"
+    check_config(composed(f"task={task}", f"model={model}", f"preset={preset}"))
 
 
 BAD = [

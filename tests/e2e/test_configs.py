@@ -32,14 +32,15 @@ MODELS = options("model", 1)
 # Whole video transformers owned by the video family: they take their clip sizes from a video task.
 VIDEO_MODELS = {"timesformer", "cr_vit"}
 FIRST_TASK_OF_FAMILY = {task.split("/")[0]: task for task in reversed(TASKS)}
-# Every task with Aaren, and every backbone with one task of each family it serves.
+# Every task with a backbone of its family (Aaren; TimeSformer for video), and every backbone with
+# one task of each family it serves: the video family only the video transformers, the others the rest.
 PAIRS = sorted(
-    {(task, "aaren") for task in TASKS}
+    {(task, "timesformer" if task.startswith("video/") else "aaren") for task in TASKS}
     | {
         (t, m)
         for family, t in FIRST_TASK_OF_FAMILY.items()
         for m in MODELS
-        if family == "video" or m not in VIDEO_MODELS
+        if (family == "video") == (m in VIDEO_MODELS)
     }
 )
 
