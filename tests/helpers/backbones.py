@@ -17,13 +17,17 @@ from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.models import Backbone
 
 D_MODEL = 16
-SIZES = (
-    f"model.d_model={D_MODEL}",
-    "model.n_heads=2",
-    "model.n_layers=2",
-    "model.d_ff=32",
-    "model.dropout=0.0",
-)
+# What a task sets (a model file leaves these `???`: conf/README.md), at test sizes, where the
+# model has the key (the video encoders have no activation or norm_first).
+SIZES = {
+    "d_model": D_MODEL,
+    "n_heads": 2,
+    "n_layers": 2,
+    "d_ff": 32,
+    "dropout": 0.0,
+    "activation": "gelu",
+    "norm_first": False,
+}
 # A backbone config's window, wherever it has one, set small so that the tests cross it.
 WINDOWS = {"mem_len": 4, "seg_len": 4}
 
@@ -33,9 +37,9 @@ def model_config(name: str, overrides: tuple[str, ...] = ()) -> DictConfig:
     """``conf/model/<name>.yaml`` composed alone (under ``model``) at the test sizes and windows."""
     register_resolvers()
     with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
-        keys = compose(overrides=[f"+model={name}"]).model
-        windows = [f"model.{key}={value}" for key, value in WINDOWS.items() if key in keys]
-        return compose(overrides=[f"+model={name}", *SIZES, *windows, *overrides])
+        keys = set(compose(overrides=[f"+model={name}"]).model.keys())  # `in` skips `???` keys
+        settings = [f"model.{key}={value}" for key, value in {**SIZES, **WINDOWS}.items() if key in keys]
+        return compose(overrides=[f"+model={name}", *settings, *overrides])
 
 
 def sequence_backbones() -> list[str]:
