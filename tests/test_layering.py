@@ -1,7 +1,8 @@
 """The import rules of DESIGN.md's layering, read from the source (every import, function-level too).
 
 A model never imports bench, tasks, results or runs (models/export.py once reached into bench and
-runs from inside functions).
+runs from inside functions); the core's config modules import no task family (families register
+their own checks and resolvers).
 """
 
 from __future__ import annotations
@@ -38,4 +39,11 @@ def forbidden(path: Path, layers: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("path", sorted((PACKAGE / "models").glob("*.py")), ids=lambda p: p.name)
 def test_no_model_imports_a_layer_above_or_beside_it(path: Path) -> None:
-    assert not forbidden(path, ABOVE_MODELS), f"models/{path.name} imports {forbidden(path, ABOVE_MODELS)}"
+    found = forbidden(path, ABOVE_MODELS)
+    assert not found, f"models/{path.name} imports {found}"
+
+
+@pytest.mark.parametrize("name", ["config.py", "config_checks.py"])
+def test_the_config_core_imports_no_task_family(name: str) -> None:
+    found = forbidden(PACKAGE / name, ("tasks",))
+    assert not found, f"{name} imports {found}"
