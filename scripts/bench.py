@@ -34,7 +34,7 @@ from recurrent_attention.bench.plot import plot_bench, plot_stream_costs
 from recurrent_attention.bench.stream_cost import StreamRunner, stream_costs
 from recurrent_attention.bench.stream_cost import as_rows as stream_rows
 from recurrent_attention.bench.streaming import as_rows as step_rows
-from recurrent_attention.bench.streaming import state_bytes, step_timings
+from recurrent_attention.bench.streaming import state_bytes, step_timings, stream_step
 from recurrent_attention.bench.training import aaren_speedups, training_timings
 from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.models import Aaren, Transformer
@@ -176,7 +176,7 @@ def targets_table(report: dict) -> str:
 
 def exported_steps(models: dict, folder: Path) -> dict:
     """Both models' steps exported to ONNX, each started from that model's state (see ``step_timings``)."""
-    from recurrent_attention.models.export import OnnxStream, export_onnx, pack_state, stream_step
+    from recurrent_attention.models.export import OnnxStream, export_onnx, pack_state
     from recurrent_attention.models.export_kv import OnnxKVStream, export_transformer_onnx
 
     aaren = export_onnx(models["aaren"], folder / "aaren.onnx")

@@ -7,7 +7,7 @@ Needs the deploy extra: pip install -e ".[deploy]".
 
 import sys
 
-from recurrent_attention.models.export import main
+from recurrent_attention.cli.export_step import main
 
 if __name__ == "__main__":
     sys.exit(main())

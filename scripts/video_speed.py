@@ -21,7 +21,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from recurrent_attention.tasks.video.transformer import CRViT, TimeSformer
+from recurrent_attention.tasks.video.encoders import CRViT, TimeSformer
 
 SIZES = {
     "vit-b16": {

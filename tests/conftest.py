@@ -11,9 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from recurrent_attention.tasks import register_families
+
 ROOT = Path(__file__).resolve().parents[1]
 
 torch.set_num_threads(1)
+# Tests compose, check and instantiate families' configs directly: register the families' config
+# rules and resolvers first, as train.py does on import.
+register_families()
 
 
 def run_train(overrides: list[str], output_dir: Path, env: dict[str, str] | None = None, check: bool = True):

@@ -1,16 +1,21 @@
-"""Where the Hydra configs live and the custom OmegaConf resolvers they use."""
+"""Where the Hydra configs live and the custom OmegaConf resolvers they use.
+
+The resolvers here are the core's. A task family that needs one of its own (TSF's
+``ra.n_time_features``) registers it with :func:`register_resolver` from its ``checks.py``, which
+``recurrent_attention.tasks.register_families`` imports: this module imports no family.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
 
 from recurrent_attention.runs.identity import run_id_resolver
-from recurrent_attention.tasks.tsf.timefeatures import n_time_features
 
 # The configs ship inside the package (an installed ``ra-train`` finds them); in a checkout this is
 # a symlink to the top-level ``conf/`` where they are edited.
@@ -44,8 +49,14 @@ def _negate(value: object) -> bool:
     return not value
 
 
+def register_resolver(name: str, resolver: Callable[..., object]) -> None:
+    """Register ``resolver`` as ``${name:...}`` unless one of that name exists (calling again is free)."""
+    if not OmegaConf.has_resolver(name):
+        OmegaConf.register_new_resolver(name, resolver)
+
+
 def register_resolvers() -> None:
-    """Register the ``ra.*`` resolvers the configs use.
+    """Register the core's ``ra.*`` resolvers (families' own: ``tasks.register_families``).
 
     ``${ra.env_unset:VAR}`` is true when VAR is empty or unset (wandb goes offline without a key);
     ``${ra.not:${key}}`` negates a boolean (one switch setting two options, e.g. CRT's positions);
@@ -56,7 +67,6 @@ def register_resolvers() -> None:
     resolvers = {
         "ra.env_unset": lambda name: not os.environ.get(name),
         "ra.not": _negate,
-        "ra.n_time_features": n_time_features,
         "ra.run_id": run_id_resolver,
         "ra.ddp_accelerator": ddp_accelerator,
         "ra.ddp_devices": ddp_devices,
@@ -64,5 +74,4 @@ def register_resolvers() -> None:
         "ra.program": program,
     }
     for name, resolver in resolvers.items():
-        if not OmegaConf.has_resolver(name):
-            OmegaConf.register_new_resolver(name, resolver)
+        register_resolver(name, resolver)

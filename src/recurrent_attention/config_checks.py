@@ -4,7 +4,9 @@ Without them ``model.n_heads=0`` dies in a ZeroDivisionError deep inside a layer
 trains a model with no layers, and ``seed=abc`` fails in Lightning's seeding. :func:`check_config`
 runs before anything is built and raises one :class:`ConfigError` line naming the key, the value
 and what is allowed. The rules are one table: a key absent from the composed config (a model or
-task family that does not have it) is skipped.
+task family that does not have it) is skipped. A task family adds its own rules (the values its
+data and heads accept) with :func:`register_family_rules` from its ``checks.py``, which
+``recurrent_attention.tasks.register_families`` imports: this module imports no family.
 """
 
 from __future__ import annotations
@@ -20,19 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 
 from recurrent_attention.config import CONFIG_DIR
+from recurrent_attention.errors import ConfigError
 from recurrent_attention.models.blocks import ACTIVATIONS
 from recurrent_attention.ops import PATHS
-from recurrent_attention.tasks.ef.data import FORMATS
-from recurrent_attention.tasks.tsc.head import HEADS
-from recurrent_attention.tasks.tsf.data import ETT_MONTH_ROWS
-from recurrent_attention.tasks.tsf.timefeatures import FEATURES_BY_FREQ
 
 ABSENT = object()
 MAX_SEED = 2**32 - 1  # numpy's seed range, which Lightning's seed_everything enforces
-
-
-class ConfigError(ValueError):
-    """A config value outside what the run accepts; the message names the key, the value and the fix."""
 
 
 def _integer(value: Any) -> bool:
@@ -116,12 +111,18 @@ RULES = (
     choice("task.compat", ("default", "reference")),
     choice("task.test_checkpoint", ("best", "last")),
     Rule(("stage1",), lambda v: isinstance(v, str) and bool(v), "the stage-1 run's checkpoint file"),
-    choice("task.features", ("M", "S")),
-    choice("task.freq", FEATURES_BY_FREQ),
-    choice("task.layout", (*ETT_MONTH_ROWS, "custom")),
-    choice("task.head", HEADS),
-    choice("task.format", FORMATS),
 )
+FAMILY_RULES: dict[str, tuple[Rule, ...]] = {}
+
+
+def register_family_rules(family: str, *rules: Rule) -> None:
+    """``family``'s own rules, checked after :data:`RULES` as if they ended that table.
+
+    Rules rather than a check function, so that a family's bad value competes with the core's as
+    before (the key the user set wins over a copy of it). Registering a family again replaces its
+    rules.
+    """
+    FAMILY_RULES[family] = rules
 
 
 def _value(cfg: DictConfig, key: str) -> Any:
@@ -162,9 +163,10 @@ def check_config(cfg: DictConfig) -> None:
     A bad value copied by interpolation fails at several keys; the message names the one it was
     set at, not a copy. Last, every other interpolation must resolve (:func:`require_resolvable`).
     """
+    rules = (*RULES, *(rule for family in FAMILY_RULES.values() for rule in family))
     failures = [
         (key, value, rule)
-        for rule in RULES
+        for rule in rules
         for key in rule.keys
         if (value := _value(cfg, key)) is not ABSENT
         and not (value is None and rule.nullable)

@@ -29,14 +29,14 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import ConfigError, check_config, check_group_choices
-from recurrent_attention.data import DataError
+from recurrent_attention.config_checks import check_config, check_group_choices
 from recurrent_attention.data.fingerprint import (
     data_identity,
     own_data_name,
     own_data_paths,
     require_own_data,
 )
+from recurrent_attention.errors import ConfigError, DataError
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
@@ -52,8 +52,10 @@ from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
 from recurrent_attention.runs.resume import ReproducibleEpochs
 from recurrent_attention.runs.sweep import note_failed_job
+from recurrent_attention.tasks import register_families
 
 register_resolvers()
+register_families()  # the families' config rules and resolvers, before Hydra resolves a run's folder
 
 EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2

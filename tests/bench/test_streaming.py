@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recurrent_attention.bench.streaming import state_at_context, step_timings
+from recurrent_attention.bench.streaming import state_at_context, step_timings, stream_step
 from recurrent_attention.models import Aaren, Transformer
 
 
@@ -47,7 +47,6 @@ def test_step_timings_skip_states_over_the_cap() -> None:
 def test_exported_steps_start_from_their_models_state(tmp_path) -> None:
     """An exported Transformer step is timed from the Transformer's state at N, reported with its size."""
     pytest.importorskip("onnxruntime")
-    from recurrent_attention.models.export import stream_step
     from recurrent_attention.models.export_kv import OnnxKVStream, export_transformer_onnx
 
     models = {

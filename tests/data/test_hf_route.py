@@ -8,7 +8,6 @@ sha256 of the WikiText-2 valid/test copies in ../shared/data.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import urllib.error
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from recurrent_attention.cli.download_data import main as download_data
 from recurrent_attention.data import DataError, describe_origin, get_source, resolve_file, sha256sum
 from recurrent_attention.data import sources as sources_module
 from recurrent_attention.data.hf import HFRouteError, dataset_rows, write_split
@@ -138,20 +138,13 @@ def test_shared_wikitext2_reads_the_same_whichever_route_produced_it(tmp_path: P
             assert sha256sum(path) == registered_sha[key]
 
 
-def _download_script():
-    spec = importlib.util.spec_from_file_location("download_data", ROOT / "scripts" / "download_data.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_neither_route_reachable_is_one_line_naming_both(tmp_path: Path, monkeypatch, capsys) -> None:
     zip_path = write_release_zip(tmp_path / "unused.zip", "wikitext-2", {"valid": RELEASE})
     missing = (tmp_path / "gone" / "wikitext-2-v1.zip").as_uri()
     source = wikitext_source("wt", "wikitext-2", missing, zip_path, tmp_path / "no_hub", "cfg", ["valid"])
     monkeypatch.setattr(sources_module, "registry", lambda: {"wt": source})
     monkeypatch.delenv("RA_DATA_MIRROR", raising=False)
-    assert _download_script().main(["wt", "--data-dir", str(tmp_path / "data")]) == 1
+    assert download_data(["wt", "--data-dir", str(tmp_path / "data")]) == 1
     message = capsys.readouterr().err.strip()
     assert "\n" not in message and message.startswith("error: wikitext-2/wiki.valid.tokens: not found")
     assert missing in message and f"Hugging Face datasets {tmp_path / 'no_hub'}:cfg" in message

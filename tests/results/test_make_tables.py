@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from recurrent_attention.cli.make_tables import main as make_tables
 from tests.helpers.run_records import summary
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
-
-
-def _make_tables():
-    spec = importlib.util.spec_from_file_location("make_tables", ROOT / "scripts" / "make_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
 
 
 def _recipe(target: str) -> str:
@@ -66,18 +59,17 @@ def test_committed_tables_refuse_dirty_and_mixed_commits(tmp_path: Path, repo: P
     runs = tmp_path / "runs"
     summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5}, git_commit="c1-dirty")
     summary(runs / "a2", 2, {"mse": 0.6, "mae": 0.5}, git_commit="c1")
-    main = _make_tables()
 
-    assert main(_args(runs, repo / "results")) == 1
+    assert make_tables(_args(runs, repo / "results")) == 1
     assert not (repo / "results").exists()
     err = capsys.readouterr().err
     assert str(runs / "a1" / "summary.json") in err and "c1-dirty (uncommitted changes)" in err
     assert "runs from 2 commits" in err
 
-    assert main(_args(runs, repo / "outputs" / "tables")) == 0  # a git-ignored folder takes anything
+    assert make_tables(_args(runs, repo / "outputs" / "tables")) == 0  # a git-ignored folder takes anything
     assert (repo / "outputs" / "tables" / "aaren_tsf_cpu_default.md").is_file()
 
-    assert main(_args(runs, repo / "results", "--allow-unclean")) == 0
+    assert make_tables(_args(runs, repo / "results", "--allow-unclean")) == 0
     assert (
         "WARNING: not built from runs of one clean commit"
         in (repo / "results" / "aaren_tsf_cpu_default.md").read_text()
@@ -89,7 +81,7 @@ def test_committed_tables_from_one_clean_commit_are_written(tmp_path: Path, repo
     runs = tmp_path / "runs"
     summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5}, git_commit="c1")
     summary(runs / "a2", 2, {"mse": 0.6, "mae": 0.5}, git_commit="c1")
-    assert _make_tables()(_args(runs, repo / "results")) == 0
+    assert make_tables(_args(runs, repo / "results")) == 0
     text = (repo / "results" / "aaren_tsf_cpu_default.md").read_text()
     assert "WARNING" not in text and "commit: c1" in text
 
@@ -102,7 +94,7 @@ def test_failures_no_table_can_show_are_still_reported(tmp_path: Path, capsys) -
     old.parent.mkdir()
     old.write_text('{"error": "ValueError: bad", "traceback": "..."}')
     args = _args(runs, tmp_path / "out")
-    assert _make_tables()([*args[:2], str(tmp_path / "copy"), *args[2:]]) == 0
+    assert make_tables([*args[:2], str(tmp_path / "copy"), *args[2:]]) == 0
     err = capsys.readouterr().err
     assert f"failed (in no table): {old}: ValueError: bad" in err
     assert (

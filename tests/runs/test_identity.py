@@ -109,3 +109,13 @@ def test_editing_own_data_changes_the_run(tmp_path: Path) -> None:
     assert run_folder(f"task.datamodule.path={csv}") == before
     csv.write_text("date,OT\n2020-01-01,2.0\n")
     assert run_folder(f"task.datamodule.path={csv}") != before
+
+
+@pytest.mark.parametrize(("model", "cls"), [("timesformer", "TimeSformer"), ("cr_vit", "CRViT")])
+def test_a_moved_class_keeps_the_ids_its_runs_had_before_the_move(model: str, cls: str) -> None:
+    """The video encoders left tasks/video/transformer.py: runs made before still match (finished or
+    resumable in their folders, one table row with the runs made after)."""
+    task = ["task=video/smarthome_cs", f"model={model}", "preset=smoke"]
+    before = ids(*task, f"model.backbone._target_=recurrent_attention.tasks.video.transformer.{cls}")
+    assert ids(*task) == before
+    assert ids(*task, "model.iterations=3" if model == "cr_vit" else "model.drop_path=0.2") != before

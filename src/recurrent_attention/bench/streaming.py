@@ -5,6 +5,8 @@ constant ``(m, u, w)``), not on the numbers in it, so the state at context N is 
 contents of the right shape instead of streaming N tokens first (16384 tokens at batch 64 would
 take the Transformer hours on a CPU). Then ``step`` runs token after token from there, state
 carried, and the fastest step is kept (see :func:`fastest_seconds_per_step`).
+:func:`check_and_time` does the same for one exported step against its eager form, after checking
+that the two agree token after token (``scripts/export_step.py``).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone, State
+from recurrent_attention.models.export import OnnxStream, pack_state
 from recurrent_attention.models.transformer import KVCache, Transformer
 from recurrent_attention.ops import ScanState
 
@@ -104,6 +108,32 @@ def fastest_seconds_per_step(
     return fastest
 
 
+def stream_step(stream: OnnxStream) -> Callable[[np.ndarray, object], tuple[np.ndarray, None]]:
+    """``stream.push`` in the ``(x_t, state) -> (y_t, state)`` form the step timers call (the stream
+    holds the state, so none is passed). Any stream with ``push`` fits (the exported Transformer's too)."""
+    return lambda x_t, _state: (stream.push(x_t), None)
+
+
+def check_and_time(backbone: Aaren, path: str | Path, tokens: int, threads: int = 1, seed: int = 0) -> dict:
+    """Max |exported - eager| over ``tokens`` steps at batch 1 (:class:`OnnxStream` of the step
+    exported to ``path``), and the fastest µs per token of each."""
+    backbone = backbone.float().eval()
+    x = torch.randn(tokens, 1, backbone.d_model, generator=torch.Generator().manual_seed(seed))
+    state = backbone.init_state(1)
+    stream = OnnxStream(path, tuple(t.numpy() for t in pack_state(state)), threads)
+    worst = 0.0
+    with torch.no_grad():
+        for x_t in x:
+            y_t, state = backbone.step(x_t, state)
+            worst = max(worst, float(np.abs(stream.push(x_t.numpy()) - y_t.numpy()).max()))
+        runners = {
+            "eager": Runner(backbone.step, list(x), backbone.init_state(1)),
+            "onnx": Runner(stream_step(stream), [t.numpy() for t in x], None),
+        }
+        seconds = fastest_seconds_per_step(runners)
+    return {"max_abs_diff": worst, "eager_us": seconds["eager"] * 1e6, "onnx_us": seconds["onnx"] * 1e6}
+
+
 @torch.no_grad()
 def step_timings(
     models: dict[str, Backbone],
@@ -121,7 +151,7 @@ def step_timings(
     ``exported`` maps a name to ``(model name, start)``: ``start`` takes that model's state at
     context N (a Transformer's preallocated past the timed steps) and returns a step
     ``(x_t: ndarray, state) -> (y_t, state)`` starting from it (e.g. an
-    :class:`~recurrent_attention.models.export.OnnxStream` wrapped by ``stream_step``), timed by
+    :class:`~recurrent_attention.models.export.OnnxStream` wrapped by :func:`stream_step`), timed by
     :func:`fastest_seconds_per_step`. The whole grid is timed ``rounds`` times, ``budget_s`` per
     runner each time, and the fastest round kept: a disturbance on a shared machine lasting
     seconds then spoils one round of one cell, not the figure (one N once read 35 % slow).

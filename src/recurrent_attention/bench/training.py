@@ -22,6 +22,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.tasks import register_families
 
 # One dataset per family whose files ship in the shared mirror (a small one where there is a choice);
 # for rl, the self-collected Hopper data `make rl-data` writes. Video is left out: its models are
@@ -48,6 +49,7 @@ class TrainingTiming:
 
 def _config(task: str, model: str) -> DictConfig:
     register_resolvers()
+    register_families()
     with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
         return compose("train", overrides=[f"task={task}", f"model={model}", "preset=cpu", "~logger"])
 

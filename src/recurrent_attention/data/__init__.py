@@ -1,7 +1,6 @@
 """Shared data plumbing: the source registry, verified download, the mirror folder."""
 
 from recurrent_attention.data.download import (
-    DataError,
     DataLocation,
     describe_origin,
     resolve_file,
@@ -9,6 +8,7 @@ from recurrent_attention.data.download import (
     sha256sum,
 )
 from recurrent_attention.data.sources import Source, get_source, registry
+from recurrent_attention.errors import DataError  # here too: every reader raises it
 
 __all__ = [
     "DataError",

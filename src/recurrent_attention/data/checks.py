@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from recurrent_attention.data.download import DataError, first_line
+from recurrent_attention.data.download import first_line
+from recurrent_attention.errors import DataError
 
 Locate = Callable[[tuple[int, ...]], str]
 

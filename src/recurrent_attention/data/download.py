@@ -26,19 +26,12 @@ from tqdm import tqdm
 
 from recurrent_attention.data import hf
 from recurrent_attention.data.sources import Archive, Source, SourceFile, get_source
+from recurrent_attention.errors import DataError
 
 MIRROR_ENV = "RA_DATA_MIRROR"
 # Some hosts (wikitext.smerity.com) refuse urllib's default "Python-urllib/3.x" agent.
 USER_AGENT = "recurrent-attention-data/0.1 (research dataset download)"
 ORIGINS_FILE = ".origins.json"
-
-
-class DataError(ValueError):
-    """Missing, corrupt or malformed data: the one-line message names the file, the problem and the fix.
-
-    A ``ValueError``, since a bad file is a bad input value; callers that catch ``ValueError`` from a
-    reader keep working.
-    """
 
 
 def first_line(err: BaseException) -> str:

@@ -26,8 +26,9 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from recurrent_attention.data.download import MIRROR_ENV, DataError, sha256sum
+from recurrent_attention.data.download import MIRROR_ENV, sha256sum
 from recurrent_attention.data.sources import get_source, registry
+from recurrent_attention.errors import DataError
 
 FULL_HASH_BYTES = 64 << 20
 EDGE_BYTES = 1 << 20

@@ -6,16 +6,14 @@ tokens seen. :func:`export_onnx` writes that graph as ONNX (torch's ``torch.expo
 batch size left dynamic); :class:`OnnxStep` runs it with onnxruntime, :class:`OnnxStream` too with
 the state kept in onnxruntime's buffers (the fast way to stream). The weights are frozen into
 the graph in the form the eager no-grad step uses (values and scores from one matrix).
-``main`` is ``scripts/export_step.py``: export a trained run's backbone, check the exported step
-against the eager one token after token, and print both per-token latencies.
+This module is the model layer's part only: loading a trained run is ``runs.finished``'s, timing
+the exported step ``bench.streaming``'s, and the command line ``cli.export_step``'s.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +33,7 @@ def pack_state(state: list[ScanState]) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def unpack_state(m: Tensor, u: Tensor, w: Tensor) -> list[ScanState]:
+    """Stacked ``(m, u, w)`` -> one ``ScanState`` per layer (the inverse of :func:`pack_state`)."""
     return [ScanState(*parts) for parts in zip(m, u, w, strict=True)]
 
 
@@ -90,6 +89,8 @@ def write_onnx(
 
 
 def onnx_session(path: str | Path, threads: int) -> object:
+    """An onnxruntime CPU session on ``threads`` threads (onnxruntime is the deploy extra, so it is
+    imported only here)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -116,10 +117,9 @@ class OnnxStream:
     """An exported step that keeps the state inside onnxruntime: ``push(x_t) -> y_t``, token after token.
 
     :class:`OnnxStep` passes the state through numpy on every token (inputs converted, outputs
-    allocated and converted), a sixth of the step's time at d_model 128. Here every buffer is
-    allocated once and bound (IO binding): a push copies the token in, reads one of two state
-    buffers and writes the other, and the two swap. Measured (d_model 128, 4 heads, 2 layers,
-    batch 1, one thread, fastest of 3000): 52 µs per token against 61 µs with ``session.run``.
+    allocated and converted). Here every buffer is allocated once and bound (IO binding): a push
+    copies the token in, reads one of two state buffers and writes the other, and the two swap.
+    This is the exported step ``make bench`` times (results/bench/bench.md, "Aaren ONNX").
     The batch size is the starting state's.
     """
 
@@ -159,73 +159,3 @@ class OnnxStream:
     def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(m, u, w)`` after the last push, as new arrays."""
         return tuple(value.numpy() for value in self._states[self._current])  # type: ignore[return-value]
-
-
-def load_backbone(run_dir: Path) -> Aaren:
-    """The backbone of a finished ``train.py`` run with the weights of the checkpoint its
-    ``summary.json`` names (``runs.finished``, the one loader of a finished run; imported here, in
-    the command line's path only, so that the model layer never needs it)."""
-    from recurrent_attention.runs.finished import load_finished_run
-
-    return load_finished_run(run_dir).load_module().backbone
-
-
-def check_and_time(backbone: Aaren, path: str | Path, tokens: int, threads: int = 1, seed: int = 0) -> dict:
-    """Max |exported - eager| over ``tokens`` steps at batch 1 (:class:`OnnxStream`), and the fastest
-    µs per token of each."""
-    from recurrent_attention.bench.streaming import Runner, fastest_seconds_per_step
-
-    backbone = backbone.float().eval()
-    x = torch.randn(tokens, 1, backbone.d_model, generator=torch.Generator().manual_seed(seed))
-    state = backbone.init_state(1)
-    stream = OnnxStream(path, tuple(t.numpy() for t in pack_state(state)), threads)
-    worst = 0.0
-    with torch.no_grad():
-        for x_t in x:
-            y_t, state = backbone.step(x_t, state)
-            worst = max(worst, float(np.abs(stream.push(x_t.numpy()) - y_t.numpy()).max()))
-        runners = {
-            "eager": Runner(backbone.step, list(x), backbone.init_state(1)),
-            "onnx": Runner(stream_step(stream), [t.numpy() for t in x], None),
-        }
-        seconds = fastest_seconds_per_step(runners)
-    return {"max_abs_diff": worst, "eager_us": seconds["eager"] * 1e6, "onnx_us": seconds["onnx"] * 1e6}
-
-
-def stream_step(stream: OnnxStream) -> Callable[[np.ndarray, object], tuple[np.ndarray, None]]:
-    """``stream.push`` in the ``(x_t, state) -> (y_t, state)`` form the step timers call (the stream
-    holds the state, so none is passed)."""
-    return lambda x_t, _state: (stream.push(x_t), None)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Export Aaren's step (state as explicit inputs/outputs) to ONNX and check it."
-    )
-    parser.add_argument("run", nargs="?", type=Path, help="a train.py run folder (omit: an untrained demo)")
-    parser.add_argument("--out", type=Path, default=Path("aaren_step.onnx"))
-    parser.add_argument("--tokens", type=int, default=100, help="tokens compared against the eager step")
-    parser.add_argument("--threads", type=int, default=1, help="torch and onnxruntime threads")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    if args.run is None:
-        torch.manual_seed(0)
-        backbone = Aaren(d_model=128, n_heads=4, n_layers=2, d_ff=512, dropout=0.0)
-    else:
-        from recurrent_attention.runs.finished import RunFolderError
-
-        try:
-            backbone = load_backbone(args.run)
-        except RunFolderError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        if not isinstance(backbone, Aaren):
-            print(f"error: {args.run} trained {type(backbone).__name__}; only Aaren exports", file=sys.stderr)
-            return 2
-    path = export_onnx(backbone, args.out)
-    result = check_and_time(backbone, path, args.tokens, args.threads)
-    print(
-        f"wrote {path}; {args.tokens} tokens: max |onnx - eager| = {result['max_abs_diff']:.2e}; "
-        f"per token at batch 1: eager {result['eager_us']:.0f} µs, onnxruntime {result['onnx_us']:.0f} µs"
-    )
-    return 0 if result["max_abs_diff"] < 1e-4 else 1

@@ -1,9 +1,9 @@
 """Compiled CPU kernels (``csrc/``), built on first use by torch's JIT extension builder.
 
 At the sizes Aaren trains at on a CPU (event forecasting: ~6 tokens, d_model 64) the PyTorch form
-of its two attention-specific pieces is dozens of small ops whose dispatch, not arithmetic, is the
-cost: the cumulative prefix-attention kernel (fwd+bwd at B=16, H=4, N=6, d_head 16: ~220 µs) and
-the score projection (~115 µs). The C++ forms are one call each way (~75 µs and ~20 µs).
+of its two attention-specific pieces, the cumulative prefix-attention kernel and the score
+projection, is dozens of small ops whose dispatch, not arithmetic, is the cost. The C++ forms are
+one call each way (what that gives training: ``results/bench/bench.md``, training steps/s).
 The build (g++ and ninja, about a minute) runs once per source version and Python environment
 and is cached under ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``), in a folder
 named by both (:func:`build_name`): venvs on one machine never share, and so never rebuild in

@@ -1,170 +1,42 @@
-"""Attention with one query per head computed as a many-to-many RNN (Aaren, Feng et al. 2024, §3.2).
+"""Prefix attention as training runs it: the chunked fast path, and the choice between the paths.
 
-For a fixed query, per-token scores ``s_i`` and values ``v_i``, every prefix output
-``o_k = softmax(s_{1:k}) · v_{1:k}`` is a reduction of the triples ``(m, u, w)``:
-running max, running sum of ``exp(s - m)`` and running ``exp(s - m)``-weighted sum of values.
-The paper's operator ``⊕`` combines two such triples and is associative, so the outputs can be
-computed three ways that must agree:
+The math is :mod:`.scan`'s: the operator ``⊕`` on ``(m, u, w)`` triples, the parallel scan and
+the recurrence. :func:`attention_chunked` computes the same outputs faster. Chunks are linked by a
+scan of their ``(m, u, w)`` summaries; inside a chunk, kernels with hand-written backwards compute
+every row: cumulative sums of ``exp(s_i - r)`` and ``exp(s_i - r) v_i`` under the chunk's first
+score ``r`` (:class:`_ChunkCumulativeAttention`, O(C·D) per chunk), except for the rows from a
+score more than ~44 (fp32) above ``r`` on, which take masked ``C x C`` weights ``exp(s_i - m_k)``
+under the true prefix max ``m_k`` (:class:`_ChunkLocalAttention`, one batched matmul, no weight can
+overflow), safe with any scores, 1e4 or -inf. Either way a row sees only the tokens up to it.
+:data:`PATHS` names the three equivalent paths (``scan``, ``recurrent``, ``chunked``) for
+:func:`prefix_attention`. The chunked path's speed against SDPA and the other paths:
+``results/bench/bench.md`` (``make bench``).
 
-- :func:`attention_scan`: a parallel (Hillis-Steele) prefix scan with ``⊕`` — O(N log N) work.
-- :func:`attention_recurrent`: the O(1)-state recurrence, one token at a time (:func:`attention_step`).
-- :func:`attention_chunked`: the fast path. Chunks are linked by a scan of their ``(m, u, w)``
-  summaries; inside a chunk, kernels with hand-written backwards compute every row: cumulative
-  sums of ``exp(s_i - r)`` and ``exp(s_i - r) v_i`` under the chunk's first score ``r``
-  (:class:`_ChunkCumulativeAttention`, O(C·D) per chunk), except for the rows from a score more
-  than ~44 (fp32) above ``r`` on, which take masked ``C x C`` weights ``exp(s_i - m_k)`` under the
-  true prefix max ``m_k`` (:class:`_ChunkLocalAttention`, one batched matmul, no weight can
-  overflow), safe with any scores, 1e4 or -inf. Either way a row sees only the tokens up to it.
-
-Every path computes in float32 (or float64 if given float64) and returns the values' dtype, so
-fp16/bf16 inputs and scores of magnitude 1e4 give no NaN or inf. Shapes: scores ``(..., N)``,
-values ``(..., N, D)``; a state holds ``m, u`` of shape ``(...)`` and ``w`` of shape ``(..., D)``.
+As in :mod:`.scan`, every path computes in float32 (or float64 if given float64) and returns the
+values' dtype. Shapes: scores ``(..., N)``, values ``(..., N, D)``; a state holds ``m, u`` of shape
+``(...)`` and ``w`` of shape ``(..., D)``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from recurrent_attention.ops import native
-
-
-class ScanState(NamedTuple):
-    """The RNN state of one attention head: constant size whatever the number of tokens seen."""
-
-    m: Tensor  # running max of the scores, (...)
-    u: Tensor  # running sum of exp(s - m), (...)
-    w: Tensor  # running sum of exp(s - m) * v, (..., D)
-
-
-def empty_state(
-    batch_shape: tuple[int, ...],
-    d: int,
-    device: torch.device | None = None,
-    dtype: torch.dtype = torch.float32,
-) -> ScanState:
-    """The identity of ``⊕``: no token seen yet (max -inf, sums 0)."""
-    return ScanState(
-        m=torch.full(batch_shape, float("-inf"), device=device, dtype=dtype),
-        u=torch.zeros(batch_shape, device=device, dtype=dtype),
-        w=torch.zeros((*batch_shape, d), device=device, dtype=dtype),
-    )
-
-
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def _rescale(m_old: Tensor, m_new: Tensor) -> Tensor:
-    """``exp(m_old - m_new)``, defined as 0 where both are -inf (two empty sets), never NaN."""
-    return torch.exp(m_old - m_new.clamp_min(torch.finfo(m_new.dtype).min))
-
-
-def combine(a: ScanState, b: ScanState) -> ScanState:
-    """The paper's associative operator: ``(m_A, u_A, w_A) ⊕ (m_B, u_B, w_B) = (m_AuB, u_AuB, w_AuB)``."""
-    m = torch.maximum(a.m, b.m)
-    scale_a, scale_b = _rescale(a.m, m), _rescale(b.m, m)
-    return ScanState(
-        m=m,
-        u=a.u * scale_a + b.u * scale_b,
-        w=a.w * scale_a.unsqueeze(-1) + b.w * scale_b.unsqueeze(-1),
-    )
-
-
-def _readout(state: ScanState) -> Tensor:
-    """``o = w / u``; an empty prefix (u = 0) reads out zeros instead of NaN."""
-    u = state.u.unsqueeze(-1)
-    return state.w / torch.where(u > 0, u, 1.0)
-
-
-def _inclusive_scan(elements: ScanState) -> ScanState:
-    """Hillis-Steele inclusive scan of ``⊕`` along the token axis (-1 for m/u, -2 for w)."""
-    m, u, w = elements
-    n = m.shape[-1]
-    offset = 1
-    while offset < n:
-        earlier = ScanState(m[..., :-offset], u[..., :-offset], w[..., :-offset, :])
-        later = ScanState(m[..., offset:], u[..., offset:], w[..., offset:, :])
-        merged = combine(earlier, later)
-        m = torch.cat([m[..., :offset], merged.m], dim=-1)
-        u = torch.cat([u[..., :offset], merged.u], dim=-1)
-        w = torch.cat([w[..., :offset, :], merged.w], dim=-2)
-        offset *= 2
-    return ScanState(m, u, w)
-
-
-def _last(prefixes: ScanState) -> ScanState:
-    return ScanState(prefixes.m[..., -1], prefixes.u[..., -1], prefixes.w[..., -1, :])
-
-
-def _prepend_state(prefixes: ScanState, state: ScanState) -> ScanState:
-    """Fold a carried state (everything seen before this call) into every prefix."""
-    carried = ScanState(state.m.unsqueeze(-1), state.u.unsqueeze(-1), state.w.unsqueeze(-2))
-    return combine(carried, prefixes)
-
-
-def _as_compute(scores: Tensor, values: Tensor, state: ScanState | None) -> tuple[Tensor, Tensor, ScanState]:
-    dtype = _compute_dtype(values.dtype)
-    scores, values = scores.to(dtype), values.to(dtype)
-    if state is None:
-        state = empty_state(scores.shape[:-1], values.shape[-1], scores.device, dtype)
-    else:
-        state = ScanState(*(t.to(dtype) for t in state))
-    return scores, values, state
-
-
-def attention_scan(
-    scores: Tensor, values: Tensor, state: ScanState | None = None
-) -> tuple[Tensor, ScanState]:
-    """All prefix outputs by the parallel prefix scan of ``⊕`` on the leaves ``(s_i, 1, v_i)``."""
-    out_dtype = values.dtype
-    scores, values, state = _as_compute(scores, values, state)
-    leaves = ScanState(scores, torch.ones_like(scores), values)
-    prefixes = _prepend_state(_inclusive_scan(leaves), state)
-    return _readout(prefixes).to(out_dtype), _last(prefixes)
-
-
-def attention_step(
-    score: Tensor, value: Tensor, state: ScanState, finite_scores: bool = False
-) -> tuple[Tensor, ScanState]:
-    """One token of the recurrence: ``score (...)``, ``value (..., D)`` -> output ``(..., D)``.
-
-    ``state ⊕ (score, 1, value)`` written out in a dozen element-wise ops, the per-token cost of
-    Aaren's inference. The max is clamped to the lowest finite number so that an empty state
-    meeting a score of -inf rescales by ``exp(-inf) = 0`` instead of NaN; after any finite score
-    ``u >= 1`` (the max's own weight is 1), so the read-out divides an empty state's 0 by 1 instead
-    of 0 (by 1, not by the smallest float, so that its gradient stays finite).
-    ``finite_scores=True`` (scores computed from finite tokens) skips both guards.
-    """
-    out_dtype = value.dtype
-    dtype = _compute_dtype(value.dtype)
-    if value.dtype != dtype or score.dtype != dtype or state.w.dtype != dtype:
-        score, value, state = score.to(dtype), value.to(dtype), ScanState(*(t.to(dtype) for t in state))
-    m = torch.maximum(state.m, score)
-    finite_m = m if finite_scores else m.clamp_min(torch.finfo(dtype).min)
-    old_scale, new_scale = torch.exp(state.m - finite_m), torch.exp(score - finite_m)
-    u = torch.addcmul(new_scale, state.u, old_scale)
-    w = torch.addcmul(value * new_scale.unsqueeze(-1), state.w, old_scale.unsqueeze(-1))
-    new_state = ScanState(m, u, w)
-    out = w / u.unsqueeze(-1) if finite_scores else _readout(new_state)
-    return (out if out_dtype == dtype else out.to(out_dtype)), new_state
-
-
-def attention_recurrent(
-    scores: Tensor, values: Tensor, state: ScanState | None = None
-) -> tuple[Tensor, ScanState]:
-    """All prefix outputs by running :func:`attention_step` token after token (O(1) state)."""
-    out_dtype = values.dtype
-    scores, values, state = _as_compute(scores, values, state)
-    outputs = []
-    for k in range(scores.shape[-1]):
-        out, state = attention_step(scores[..., k], values[..., k, :], state)
-        outputs.append(out)
-    return torch.stack(outputs, dim=-2).to(out_dtype), state
+from recurrent_attention.ops.scan import (
+    ScanState,
+    attention_recurrent,
+    attention_scan,
+    compute_dtype,
+    empty_state,
+    final_state,
+    inclusive_scan,
+    prepend_state,
+    rescale_factor,
+)
 
 
 class _ChunkLocalAttention(torch.autograd.Function):
@@ -244,7 +116,7 @@ class _WeightedValueSum(torch.autograd.Function):
     """``sum_i a_i v_i`` per chunk, ``a (B, C)``, ``v (B, C, D)`` -> ``(B, D)``.
 
     Autograd's backward of this batched vector-matrix product runs as an outer-product matmul,
-    many times slower on CPU than the broadcast multiply written here.
+    which on CPU is slower than the broadcast multiply written here.
     """
 
     @staticmethod
@@ -305,7 +177,7 @@ class _ChunkCumulativeAttention(torch.autograd.Function):
         denominator = e.cumsum(-1)
         carried = None
         if carry_m is not None:
-            carried = _rescale(carry_m, reference)
+            carried = rescale_factor(carry_m, reference)
             numerator.add_((carried.unsqueeze(-1) * carry_w).unsqueeze(-2))
             denominator.add_((carried * carry_u).unsqueeze(-1))
         # Only a row with nothing in it (all late, no carry) has d < 1: it reads out 0.
@@ -349,9 +221,9 @@ def cumulative_chunk_size(n: int) -> int:
     """For :class:`_ChunkCumulativeAttention`: one chunk up to 1024 tokens (no scan), then 512.
 
     Its work is O(C·D) per chunk whatever C, so longer chunks only save scan steps; they also
-    give a score far above its chunk's first more rows to send to the fallback, hence the cap. Measured on CPU
-    (B=32, H=4, d_head 32, fwd+bwd): one chunk 1.4x faster than chunks of 256 at N = 1024, and
-    chunks of 32 to 2048 within 5 % of each other at N = 8192.
+    give a score far above its chunk's first more rows to send to the fallback, hence the cap.
+    Chosen by timing forward+backward on CPU at the operator benchmark's shape (B=32, H=4, d_head 32;
+    its results: ``results/bench/bench.md``).
     """
     return n if n <= 1024 else 512
 
@@ -359,8 +231,9 @@ def cumulative_chunk_size(n: int) -> int:
 def prefix_max_chunk_size(n: int) -> int:
     """For :class:`_ChunkLocalAttention`: one chunk up to 64 tokens (no scan at all), then 32.
 
-    Measured on CPU (B=32, H=4, d_head 32, fwd+bwd): 16 and 32 tie at N = 512-8192 and 64 is 1.3x
-    slower there; below ~64 tokens the scan's fixed cost outweighs the C x C matrix.
+    Its ``C x C`` weights grow with C while the scan over chunks shrinks: below ~64 tokens the
+    scan's fixed cost outweighs the matrix, above it small chunks win. Chosen by timing as
+    :func:`cumulative_chunk_size` was.
     """
     return n if n <= 64 else 32
 
@@ -378,7 +251,7 @@ def attention_chunked(
     chunk needs no summary and no scan: the kernel's last row is the final state.
     """
     out_dtype = values.dtype
-    dtype = _compute_dtype(out_dtype)
+    dtype = compute_dtype(out_dtype)
     scores, values = scores.to(dtype), values.to(dtype)
     if state is not None:
         state = ScanState(*(t.to(dtype) for t in state))
@@ -495,18 +368,18 @@ def _summaries(s: Tensor, v: Tensor, chunk_max: Tensor) -> ScanState:
 def _carries(summaries: ScanState, state: ScanState | None) -> tuple[ScanState, ScanState]:
     """The state carried into each chunk (the given state, then chunks 0..j-1; ``m`` detached) and
     the final state, from the chunks' summaries ``(..., n_chunks)``."""
-    inclusive = _inclusive_scan(summaries)
+    inclusive = inclusive_scan(summaries)
     if state is None:
         m, w = summaries.m, summaries.w
         state = empty_state(m.shape[:-1], w.shape[-1], w.device, w.dtype)
     else:
-        inclusive = _prepend_state(inclusive, state)
+        inclusive = prepend_state(inclusive, state)
     carry = ScanState(
         torch.cat([state.m.unsqueeze(-1), inclusive.m[..., :-1]], dim=-1).detach(),
         torch.cat([state.u.unsqueeze(-1), inclusive.u[..., :-1]], dim=-1),
         torch.cat([state.w.unsqueeze(-2), inclusive.w[..., :-1, :]], dim=-2),
     )
-    return carry, _last(inclusive)
+    return carry, final_state(inclusive)
 
 
 PATHS = {"scan": attention_scan, "recurrent": attention_recurrent, "chunked": attention_chunked}

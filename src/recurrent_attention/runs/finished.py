@@ -63,6 +63,7 @@ def named_checkpoint(run_dir: Path, summary: dict[str, Any]) -> Path:
 def load_finished_run(run_dir: str | Path) -> FinishedRun:
     """Config, summary and named checkpoint of the finished ``train.py`` run in ``run_dir``."""
     from recurrent_attention.config import register_resolvers  # the saved config's own resolvers
+    from recurrent_attention.tasks import register_families
 
     run_dir = Path(run_dir)
     hint = "pass the folder a train.py run printed at its end (run folder: ...)"
@@ -77,4 +78,5 @@ def load_finished_run(run_dir: str | Path) -> FinishedRun:
     except json.JSONDecodeError as err:
         raise RunFolderError(f"{summary_path}: not valid JSON ({err}); run the run again") from None
     register_resolvers()
+    register_families()
     return FinishedRun(run_dir, OmegaConf.load(config_path), summary, named_checkpoint(run_dir, summary))

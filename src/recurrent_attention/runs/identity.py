@@ -41,6 +41,12 @@ IGNORED_KEYS = (
 )
 # Config-group choices that name a run (``task=tsf/etth1``, ``preset=cpu``) beside its values.
 NAMING_CHOICES = ("task", "preset")
+# Classes moved since runs were made: a ``_target_`` is hashed under the path it had then, so that a
+# move changes no run's id (its folder is still found, finished or resumable).
+MOVED_TARGETS = {
+    f"recurrent_attention.tasks.video.encoders.{name}": f"recurrent_attention.tasks.video.transformer.{name}"
+    for name in ("TimeSformer", "CRViT")
+}
 
 
 def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool = False) -> dict[str, Any]:
@@ -67,7 +73,19 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool
         if isinstance(node, dict):
             node.pop(leaf, None)
     choices = {name: choices.get(name) for name in NAMING_CHOICES}
-    return {"config": content, "choices": choices, "data": data_identity(cfg)}
+    return {"config": _unmoved(content), "choices": choices, "data": data_identity(cfg)}
+
+
+def _unmoved(node: Any) -> Any:
+    """``node`` with every ``_target_`` of :data:`MOVED_TARGETS` back at its old path."""
+    if isinstance(node, dict):
+        return {
+            key: MOVED_TARGETS.get(value, value) if key == "_target_" else _unmoved(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_unmoved(value) for value in node]
+    return node
 
 
 def _masked(node: Any) -> Any:
@@ -118,8 +136,10 @@ def run_ids_of_folder(run_dir: str | Path) -> dict[str, str]:
     """The ids of a finished or failed run, recomputed from the config Hydra saved in ``.hydra/`` and
     the data as it is now (an own file edited since gives other ids)."""
     from recurrent_attention.config import register_resolvers  # the config's own resolvers
+    from recurrent_attention.tasks import register_families
 
     register_resolvers()
+    register_families()
     hydra_dir = Path(run_dir) / ".hydra"
     choices = OmegaConf.load(hydra_dir / "hydra.yaml").hydra.runtime.choices
     return run_ids(OmegaConf.load(hydra_dir / "config.yaml"), OmegaConf.to_container(choices))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.models.test_export import write_run
+from tests.runs.test_finished import write_run
 
 
 def stream(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

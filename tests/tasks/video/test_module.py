@@ -8,8 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from recurrent_attention.models import Aaren
+from recurrent_attention.tasks.video.encoders import CRViT, TimeSformer, VideoEncoder
 from recurrent_attention.tasks.video.module import VideoClassificationModule
-from recurrent_attention.tasks.video.transformer import CRViT
 
 K = 5
 
@@ -23,6 +24,16 @@ def module(**kwargs) -> VideoClassificationModule:
     torch.nn.init.normal_(model.head.weight, std=1.0)  # logits of both signs
     torch.nn.init.normal_(model.head.bias, std=1.0)
     return model
+
+
+def test_the_module_takes_video_encoders_only() -> None:
+    """Both encoders keep the VideoEncoder interface; a sequence backbone is one line naming the fix."""
+    sizes = {"img_size": 16, "patch_size": 8, "n_frames": 4, "d_model": 8, "n_layers": 1, "n_heads": 2}
+    for encoder in (TimeSformer(**sizes, d_ff=16), CRViT(**sizes, d_ff=16)):
+        assert isinstance(encoder, VideoEncoder)
+    optimizer = functools.partial(torch.optim.SGD, lr=0.1)
+    with pytest.raises(ValueError, match="needs a video model: model=timesformer or model=cr_vit"):
+        VideoClassificationModule(Aaren(8, 2, 1, 16), optimizer, n_classes=K)
 
 
 @pytest.mark.parametrize("iteration_loss", ["mean", "last"])

@@ -8,7 +8,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from recurrent_attention.tasks.video.transformer import CRViT
+from recurrent_attention.tasks.video.encoders import CRViT
 from tests.conftest import read_summaries
 from tests.tasks.video.test_configs import composed
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from recurrent_attention.tasks.video.transformer import CRViT, DividedBlock, TimeSformer
+from recurrent_attention.tasks.video.blocks import DividedBlock
+from recurrent_attention.tasks.video.encoders import CRViT, TimeSformer
 
 D, HEADS, S, T, B = 8, 2, 4, 3, 2
 

@@ -25,9 +25,9 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from recurrent_attention.config_checks import ConfigError
 from recurrent_attention.data import DataError, DataLocation, describe_origin
 from recurrent_attention.data.checks import reading
+from recurrent_attention.errors import ConfigError
 from recurrent_attention.tasks.base import distributed_world, make_loader
 
 EOS, UNK = "<eos>", "<unk>"

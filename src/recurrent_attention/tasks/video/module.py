@@ -1,9 +1,10 @@
-"""LightningModule for video classification: a linear head on the video transformer's features.
+"""LightningModule for video classification: a linear head on the video encoder's features.
 
-The backbone (``model.backbone``: :class:`~.transformer.TimeSformer` or :class:`~.transformer.CRViT`)
-returns features per iteration; the head is applied to each. Training loss: cross-entropy on the
-last iteration (``iteration_loss=last``) or the mean over iterations (``mean``). Predictions come
-from the last iteration. Test clips carry several temporal views, combined by ``view_ensemble``
+The backbone (``model.backbone``: :class:`~.encoders.TimeSformer` or :class:`~.encoders.CRViT`, a
+:class:`~.encoders.VideoEncoder`, not a sequence ``Backbone``) returns features per iteration; the
+head is applied to each. Training loss: cross-entropy on the last iteration
+(``iteration_loss=last``) or the mean over iterations (``mean``). Predictions come from the last
+iteration. Test clips carry several temporal views, combined by ``view_ensemble``
 (``max``, as PI-ViT; or ``mean``) over per-view scores: softmax probabilities by default; under
 ``compat=reference`` the raw logits, max-combined into a zero-initialised buffer as PI-ViT's
 ``TestMeter`` does (so a class whose every view scores below zero scores zero; the argmax can
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
+from recurrent_attention.tasks.video.encoders import VideoEncoder
 from recurrent_attention.tasks.video.metrics import VideoTotals
 
 ITERATION_LOSSES = ("last", "mean")
@@ -28,7 +30,7 @@ COMPATS = ("default", "reference")
 class VideoClassificationModule(ExactEvaluationModule):
     def __init__(
         self,
-        backbone: nn.Module,
+        backbone: VideoEncoder,
         optimizer: OptimizerFactory,
         n_classes: int,
         head_dropout: float = 0.0,
@@ -37,7 +39,7 @@ class VideoClassificationModule(ExactEvaluationModule):
         scheduler: SchedulerFactory | None = None,
         compat: str = "default",
     ) -> None:
-        if not hasattr(backbone, "feature_dim"):
+        if not isinstance(backbone, VideoEncoder):
             raise ValueError("task=video/* needs a video model: model=timesformer or model=cr_vit")
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="epoch")
         if iteration_loss not in ITERATION_LOSSES:

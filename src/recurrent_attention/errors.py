@@ -1,0 +1,21 @@
+"""The project's two one-line error types, in a leaf module every layer may import.
+
+``train.py`` prints either as one ``error:`` line and exits 2 instead of a traceback. They live
+here, with nothing but the standard library, so that raising one (a datamodule refusing a config
+value, a reader refusing a file) loads no other part of the package: a family's data code once
+imported ``ConfigError`` from ``config_checks`` and with it three other families' internals.
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A config value outside what the run accepts; the message names the key, the value and the fix."""
+
+
+class DataError(ValueError):
+    """Missing, corrupt or malformed data: the one-line message names the file, the problem and the fix.
+
+    A ``ValueError``, since a bad file is a bad input value; callers that catch ``ValueError`` from a
+    reader keep working.
+    """
