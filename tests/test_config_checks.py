@@ -55,6 +55,7 @@ BAD = [
     (["task=tsf/etth1", "task.freq=q"], "task.freq", "'q'", "one of"),
     (["task=tsc/handwriting", "task.val_fraction=1.0"], "task.val_fraction", "1.0", "(0, 1)"),
     (["task=tsc/handwriting", "task.head=mean"], "task.head", "'mean'", "flatten, last"),
+    (["task=tsc/handwriting", "task.embedding=conv"], "task.embedding", "'conv'", "linear, tslib_conv"),
     (["task=ef/mimic", "task.format=csv"], "task.format", "'csv'", "easytpp"),
     (["task=ef/mimic", "task.weight_decay=-1"], "task.weight_decay", "-1", ">= 0"),
     # model.seg_len copies task.seg_len: the message names the key the user set
@@ -87,6 +88,15 @@ def test_unset_mandatory_value_is_named() -> None:
     cfg.task.n_marks = "???"
     with pytest.raises(ConfigError, match=r"task\.n_marks has no value"):
         check_config(cfg)
+
+
+def test_a_model_size_left_unset_asks_whether_model_and_task_fit() -> None:
+    """Model files leave sizes to the task: an Aaren with a video task (which sizes TimeSformer) has
+    no norm_first, and the line says which pairing to check, not only which key."""
+    with pytest.raises(
+        ConfigError, match=r"model\.norm_first has no value.*model=aaren suit task=smarthome_cs"
+    ):
+        check_config(composed("task=video/smarthome_cs", "model=aaren"))
 
 
 def test_config_error_is_a_value_error() -> None:

@@ -125,12 +125,23 @@ def register_family_rules(family: str, *rules: Rule) -> None:
     FAMILY_RULES[family] = rules
 
 
+def _pairing_hint(cfg: DictConfig, key: str) -> str:
+    """Model files leave their sizes to the task (conf/README.md), so a size left unset usually means
+    a model the task does not serve (an Aaren with a video task): say so beside the key."""
+    if not key.startswith("model."):
+        return ""
+    model, task = (OmegaConf.select(cfg, name, default="?") for name in ("model.name", "task.name"))
+    return f" (the task sets the model's sizes: does model={model} suit task={task}?)"
+
+
 def _value(cfg: DictConfig, key: str) -> Any:
     """The resolved value at ``key``, or ``ABSENT`` when this config has no such key."""
     try:
         return OmegaConf.select(cfg, key, default=ABSENT, throw_on_missing=True)
     except MissingMandatoryValue:
-        raise ConfigError(f"{key} has no value (???); set it, e.g. {key}=<value>") from None
+        raise ConfigError(
+            f"{key} has no value (???); set it, e.g. {key}=<value>{_pairing_hint(cfg, key)}"
+        ) from None
     except InterpolationResolutionError as err:
         raise ConfigError(f"{key}: cannot resolve its value ({str(err).splitlines()[0]})") from None
 

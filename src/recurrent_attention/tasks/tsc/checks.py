@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from recurrent_attention.config_checks import choice, register_family_rules
-from recurrent_attention.tasks.tsc.head import HEADS
+from recurrent_attention.tasks.tsc.head import EMBEDDINGS, HEADS
 
-register_family_rules("tsc", choice("task.head", HEADS))
+register_family_rules("tsc", choice("task.head", HEADS), choice("task.embedding", EMBEDDINGS))
