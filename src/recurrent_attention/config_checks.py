@@ -130,8 +130,9 @@ def _pairing_hint(cfg: DictConfig, key: str) -> str:
     a model the task does not serve (an Aaren with a video task): say so beside the key."""
     if not key.startswith("model."):
         return ""
-    model, task = (OmegaConf.select(cfg, name, default="?") for name in ("model.name", "task.name"))
-    return f" (the task sets the model's sizes: does model={model} suit task={task}?)"
+    model, task = (OmegaConf.select(cfg, name, default=None) for name in ("model.name", "task.name"))
+    pairing = f"model={model} suit task={task}" if model and task else "the model suit the task"
+    return f" (the task sets the model's sizes: does {pairing}?)"
 
 
 def _value(cfg: DictConfig, key: str) -> Any:

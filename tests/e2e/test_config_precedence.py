@@ -100,6 +100,7 @@ def test_train_py_stops_on_a_missing_size_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: model.d_model has no value (???); set it, e.g. model.d_model=<value>"
+        " (the task sets the model's sizes: does the model suit the task?)"
     )
     assert "Traceback" not in proc.stderr
 
