@@ -23,8 +23,8 @@ setup:  ## create .venv: torch $(TORCH) (the CPU build unless an NVIDIA GPU is f
 wheelhouse:  ## every dependency but torch as wheels for Python $(PY) in wheelhouse/, for `pip install --no-index --find-links wheelhouse` beside a node's own torch
 	$(PYTHON) scripts/wheelhouse.py --python $(PY) --extras $(EXTRAS) --out wheelhouse
 
-test:  ## the whole test suite (CPU, no network, smoke-sized)
-	$(PYTHON) -m pytest -q
+test:  ## the whole test suite (CPU, no network, smoke-sized), one worker per core (pytest-xdist)
+	$(PYTHON) -m pytest -q -n auto
 
 lint:  ## ruff lint and format check
 	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check .

@@ -15,10 +15,19 @@ from recurrent_attention.tasks import register_families
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# One thread in each test process and in every process a test starts: `make test` runs one
+# pytest-xdist worker per core, and more threads would only make the workers wait on each other.
+os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 # Tests compose, check and instantiate families' configs directly: register the families' config
 # rules and resolvers first, as train.py does on import.
 register_families()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first (a stable sort: the rest keep their order), so that the workers, taking
+    tests in this order, end the run on quick tests, not on one long run of train.py begun last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def run_train(overrides: list[str], output_dir: Path, env: dict[str, str] | None = None, check: bool = True):
@@ -26,7 +35,7 @@ def run_train(overrides: list[str], output_dir: Path, env: dict[str, str] | None
     flags = [o for o in overrides if o.startswith("-")]
     settings = [o for o in overrides if not o.startswith("-")]
     cmd = [sys.executable, str(ROOT / "train.py"), *flags, f"paths.output_dir={output_dir}", *settings]
-    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    full_env = {**os.environ, **(env or {})}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full_env, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(

@@ -103,6 +103,7 @@ def test_config_error_is_a_value_error() -> None:
     assert issubclass(ConfigError, ValueError)
 
 
+@pytest.mark.slow
 def test_train_py_stops_on_a_bad_value_with_one_line(tmp_path) -> None:
     """The check runs in train.py before anything is built: exit 2, one line, no traceback."""
     from tests.conftest import run_train
@@ -113,6 +114,7 @@ def test_train_py_stops_on_a_bad_value_with_one_line(tmp_path) -> None:
     assert not list(tmp_path.rglob("summary.json"))
 
 
+@pytest.mark.slow
 def test_a_model_that_does_not_fit_the_task_is_one_line(tmp_path) -> None:
     """A video transformer reads its clip size from a video task: with a TSF task, one line, exit 2."""
     from tests.conftest import run_train
@@ -167,6 +169,7 @@ def test_group_choices_that_exist_or_are_sweep_syntax_pass() -> None:
     check_group_choices(["hydra.searchpath=[file:///my/conf]", "task=mine/own_task"])
 
 
+@pytest.mark.slow
 def test_train_py_answers_a_misspelt_model_in_one_line_with_exit_2() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "model=aaron"], capture_output=True, text=True, timeout=120

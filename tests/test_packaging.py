@@ -52,6 +52,7 @@ def installed(tmp_path_factory) -> Path:
     return site
 
 
+@pytest.mark.slow
 def test_wheel_carries_every_config_and_manifest(installed: Path) -> None:
     package = installed / "recurrent_attention"
     shipped = {p.relative_to(package / "conf") for p in (package / "conf").rglob("*.yaml")}
@@ -60,6 +61,7 @@ def test_wheel_carries_every_config_and_manifest(installed: Path) -> None:
     assert {p.name for p in (package / "data" / "manifests").glob("*.yaml")} >= {"tsf.yaml", "lm.yaml"}
 
 
+@pytest.mark.slow
 def test_wheel_carries_the_kernel_sources_it_builds_from(installed: Path) -> None:
     """The compiled kernels are built at first use from the installed package's own sources."""
     csrc = ROOT / "src" / "recurrent_attention" / "ops" / "csrc"
@@ -67,6 +69,7 @@ def test_wheel_carries_the_kernel_sources_it_builds_from(installed: Path) -> Non
     assert shipped == {p.name for p in csrc.iterdir()} >= {"native.h", "bindings.cpp"}
 
 
+@pytest.mark.slow
 def test_installed_entry_point_finds_its_configs(installed: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(installed)}
     where = subprocess.run(

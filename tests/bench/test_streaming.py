@@ -44,6 +44,7 @@ def test_step_timings_skip_states_over_the_cap() -> None:
     assert by_key[("transformer_cat", 8)].us_per_token > 0
 
 
+@pytest.mark.slow
 def test_exported_steps_start_from_their_models_state(tmp_path) -> None:
     """An exported Transformer step is timed from the Transformer's state at N, reported with its size."""
     pytest.importorskip("onnxruntime")

@@ -22,6 +22,8 @@ from tests.conftest import read_summaries, run_train
 from tests.tasks.tsc.conftest import random_problem, write_pair
 from tests.tasks.tsf.test_data import own_csv_run
 
+pytestmark = pytest.mark.slow
+
 DDP = ["trainer=ddp", "preset=smoke", "trainer.limit_val_batches=1.0", "trainer.limit_test_batches=1.0"]
 
 

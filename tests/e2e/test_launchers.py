@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import read_summaries, run_train
 from tests.tasks.tsf.test_data import own_csv_run
+
+pytestmark = pytest.mark.slow
 
 
 def test_two_job_sweep_runs_through_submitit_local(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ from recurrent_attention.data import sha256sum
 from tests.conftest import ROOT, read_summaries, run_train
 from tests.tasks.tsf.test_data import write_ett_csv
 
+pytestmark = pytest.mark.slow
+
 # Three epochs of four shuffled batches, dropout on: a resume that loses any random state or the
 # data order ends with different metrics.
 SETTINGS = ["model=aaren", "preset=smoke", "task.pred_len=8", "task.seq_len=16", "task.max_epochs=3"]

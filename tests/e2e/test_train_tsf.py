@@ -12,6 +12,8 @@ from recurrent_attention.runs.identity import run_ids_of_folder
 from tests.conftest import read_summaries, run_train
 from tests.tasks.tsf.test_data import write_ett_csv
 
+pytestmark = pytest.mark.slow
+
 SMOKE = ["preset=smoke", "task.pred_len=8", "task.seq_len=16"]
 
 

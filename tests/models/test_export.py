@@ -13,12 +13,20 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 
-def test_onnx_step_equals_eager_step_over_100_tokens(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[Aaren, Path]:
+    """An Aaren and its exported step, exported once (seconds) for the tests that only read them."""
     torch.manual_seed(0)
     model = Aaren(16, 4, 2, 32, dropout=0.0).eval()
-    path = export_onnx(model, tmp_path / "step.onnx")
+    return model, export_onnx(model, tmp_path_factory.mktemp("export") / "step.onnx")
+
+
+@pytest.mark.slow
+def test_onnx_step_equals_eager_step_over_100_tokens(exported) -> None:
+    model, path = exported
     onnx_step = OnnxStep(path)
     batch = 3  # exported with batch 2: the batch size must stay free
+    torch.manual_seed(1)
     x = torch.randn(100, batch, 16) * 3.0
     state = model.init_state(batch)
     onnx_state = tuple(t.numpy() for t in pack_state(state))
@@ -32,12 +40,12 @@ def test_onnx_step_equals_eager_step_over_100_tokens(tmp_path) -> None:
     assert onnx_state[2].shape == (2, batch, 4, 4)
 
 
-def test_onnx_stream_keeps_the_state_and_equals_eager_step_over_100_tokens(tmp_path) -> None:
+@pytest.mark.slow
+def test_onnx_stream_keeps_the_state_and_equals_eager_step_over_100_tokens(exported) -> None:
     """The IO-bound stream swaps two state buffers: every token must read the state the last one wrote."""
-    torch.manual_seed(0)
-    model = Aaren(16, 4, 2, 32, dropout=0.0).eval()
-    path = export_onnx(model, tmp_path / "step.onnx")
+    model, path = exported
     batch = 3
+    torch.manual_seed(1)
     x = torch.randn(100, batch, 16) * 3.0
     state = model.init_state(batch)
     stream = OnnxStream(path, tuple(t.numpy() for t in pack_state(state)))

@@ -37,6 +37,7 @@ def test_slot_cache_step_equals_the_eager_step(options: dict) -> None:
             k[:, :, :, position], v[:, :, :, position] = k_t, v_t
 
 
+@pytest.mark.slow
 def test_onnx_stream_equals_the_eager_step(tmp_path) -> None:
     m = model()
     path = export_transformer_onnx(m, tmp_path / "transformer.onnx")

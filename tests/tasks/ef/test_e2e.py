@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import read_summaries, run_train
 from tests.tasks.ef.test_formats import write_easytpp
 
+pytestmark = pytest.mark.slow
+
 
 def write_thp_mirror(root: Path, n: int = 24, seed: int = 0) -> Path:
     """A THP-format MIMIC-like set (random sequences, 4 types) at the mirror's relative path."""

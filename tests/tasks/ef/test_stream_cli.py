@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.runs.test_finished import write_run
 
+pytestmark = pytest.mark.slow
+
 
 def stream(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -5,7 +5,11 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from tests.conftest import read_summaries, run_train
+
+pytestmark = pytest.mark.slow
 
 MODELS = ("transformer", "transformer_xl", "crt", "crt_gru")
 

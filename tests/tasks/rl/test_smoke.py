@@ -29,6 +29,7 @@ def hopper_episodes():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("model", "schema", "compat"), [("aaren", "d4rl", "reference"), ("transformer", "minari", "default")]
 )

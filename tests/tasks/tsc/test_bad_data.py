@@ -73,6 +73,7 @@ def test_empty_truncated_or_wrong_format_file_is_one_line(toy_pair, cut, problem
     assert "\n" not in message and message.startswith(str(test_path)) and problem in message
 
 
+@pytest.mark.slow
 def test_train_py_stops_on_inf_in_test_with_one_line(train_runner, toy_pair, tmp_path: Path) -> None:
     """The user's case: an ``inf`` in a TEST file ran to exit 0 with an accuracy in the summary."""
     train_path, test_path = toy_pair

@@ -10,6 +10,8 @@ import torch
 
 from tests.conftest import read_summaries
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize(
     ("model", "extra"),

@@ -12,6 +12,8 @@ from recurrent_attention.tasks.video.encoders import CRViT
 from tests.conftest import read_summaries
 from tests.tasks.video.test_configs import composed
 
+pytestmark = pytest.mark.slow
+
 TINY = [
     "preset=smoke",
     "task.n_frames=4",
