@@ -310,3 +310,20 @@ def test_the_build_is_cached_per_source_and_per_python_environment(
         assert len({here, other_env, built_name()}) == 3
     finally:
         native.extension.cache_clear()
+
+
+def test_each_checkout_builds_into_its_own_cache_folder(tmp_path, monkeypatch) -> None:
+    """Two checkouts of the same sources (git worktrees) get two names: torch's builder rebuilds a
+    name whenever its sources' paths change, so one shared name made each rebuild over the other."""
+    copies = []
+    for checkout in ("a", "b"):
+        folder = tmp_path / checkout / "csrc"
+        folder.mkdir(parents=True)
+        copies.append([Path(shutil.copy(source, folder)) for source in native.SOURCES])
+    names = []
+    for sources in (*copies, copies[0]):
+        monkeypatch.setattr(native, "SOURCES", sources)
+        names.append(native.build_name(["-O3"]))
+    assert names[0] != names[1]
+    assert names[0] == names[2]
+    assert names[0] != native.build_name(["-O2"])

@@ -6,8 +6,8 @@ projection, is dozens of small ops whose dispatch, not arithmetic, is the cost. 
 one call each way (what that gives training: ``results/bench/bench.md``, training steps/s).
 The build (g++ and ninja, about a minute) runs once per source version and Python environment
 and is cached under ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``), in a folder
-named by both (:func:`build_name`): venvs on one machine never share, and so never rebuild in
-turn, one entry. Where it cannot build (no
+named by both and by the checkout (:func:`build_name`): venvs and checkouts (git worktrees) on one
+machine never share, and so never rebuild in turn, one entry. Where it cannot build (no
 compiler), or with ``RA_NATIVE_KERNELS=0``, the PyTorch forms run: same results to rounding.
 """
 
@@ -43,13 +43,14 @@ def _put_ninja_on_path() -> None:
 
 
 def build_name(flags: list[str]) -> str:
-    """The module's name and cache folder: ``NAME`` plus a hash of the sources' bytes, the flags,
-    this environment (``sys.prefix``), its Python and its torch. torch's builder keys its cache by
-    name alone, so one shared name made every venv rebuild over the others' build."""
+    """The module's name and cache folder: ``NAME`` plus a hash of the sources' bytes and folder, the
+    flags, this environment (``sys.prefix``), its Python and its torch. torch's builder keys its cache
+    by name alone and rebuilds when the sources' paths change, so one shared name made every venv, and
+    every checkout of the same sources, rebuild over the others' build."""
     digest = hashlib.sha256()
     for source in SOURCES:
         digest.update(source.read_bytes())
-    digest.update(repr((flags, sys.prefix, sys.version, torch.__version__)).encode())
+    digest.update(repr((str(SOURCES[0].parent), flags, sys.prefix, sys.version, torch.__version__)).encode())
     return f"{NAME}_{digest.hexdigest()[:12]}"
 
 
