@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from recurrent_attention.tasks import register_families
+from tests.train_process import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,12 +30,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def run_train(overrides: list[str], output_dir: Path, env: dict[str, str] | None = None, check: bool = True):
-    """Run ``train.py`` as users do (a subprocess), outputs under ``output_dir``; returns the process."""
+    """Run ``train.py`` as users do (its own process, forked after the imports: tests/train_process.py),
+    outputs under ``output_dir``; returns the finished process (returncode, stdout, stderr)."""
     flags = [o for o in overrides if o.startswith("-")]
     settings = [o for o in overrides if not o.startswith("-")]
-    cmd = [sys.executable, str(ROOT / "train.py"), *flags, f"paths.output_dir={output_dir}", *settings]
-    full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=full_env, timeout=600)
+    args = [*flags, f"paths.output_dir={output_dir}", *settings]
+    proc = run_script(ROOT / "train.py", args, cwd=ROOT, env={**os.environ, **(env or {})}, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"train.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
