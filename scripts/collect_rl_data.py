@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from recurrent_attention.tasks.rl.collect import collect_episodes
-from recurrent_attention.tasks.rl.formats import read_trajectories, write_d4rl, write_minari
+from recurrent_attention.tasks.rl.formats import read_trajectories, reads_back, write_d4rl, write_minari
 
 DEFAULT_MIX = ["random=100", "scripted=5", "noisy:0.3=10", "noisy:0.5=50", "noisy:0.8=50"]
 
@@ -52,14 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         write_d4rl(args.out, episodes, names) if args.format == "d4rl" else write_minari(args.out, episodes)
     )
     back = read_trajectories(written)
-    same = len(back) == len(episodes) and all(
-        np.array_equal(t.observations, ep.observations[:-1].astype(np.float32))
-        and np.array_equal(t.actions, ep.actions.astype(np.float32))
-        and np.array_equal(t.rewards, ep.rewards.astype(np.float32))
-        and t.terminal == ep.terminated
-        for t, ep in zip(back, episodes, strict=True)
-    )
-    if not same:
+    if not reads_back(back, episodes):
         print(f"error: {written} does not read back as the collected episodes", file=sys.stderr)
         return 1
     returns = [t.total_return for t in back]

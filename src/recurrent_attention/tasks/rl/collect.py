@@ -14,7 +14,7 @@ Each behaviour is named in the ``infos/behaviour`` dataset of the written D4RL f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -48,17 +48,27 @@ def behaviour_policy(name: str, env: str, action_dim: int) -> Policy:
     raise ValueError(f"unknown behaviour {name!r}: random, scripted or noisy:<sigma>")
 
 
-def collect_episodes(
-    env: str, behaviour: str, n_episodes: int, seed: int, max_episode_steps: int = 1000
+def play_episodes(
+    env: str,
+    policy: Policy,
+    seeds: Iterable[int],
+    max_episode_steps: int = 1000,
+    rng: np.random.Generator | None = None,
+    max_steps: int | None = None,
 ) -> list[Episode]:
-    """``n_episodes`` episodes of one behaviour; episode ``i`` resets the environment with ``seed + i``."""
+    """Episodes of ``policy`` in one environment, episode ``i`` reset with the ``i``-th seed.
+
+    With ``max_steps`` no episode starts once that many steps are collected; every episode is played
+    to its end, so a file of them never runs one episode into the next. A finite ``seeds`` stops them too.
+    """
     environment = make_env(env, max_episode_steps)
     low, high = environment.action_space.low, environment.action_space.high
-    policy = behaviour_policy(behaviour, env, environment.action_space.shape[0])
-    rng = np.random.default_rng(seed)
-    episodes = []
-    for i in range(n_episodes):
-        observation, _ = environment.reset(seed=seed + i)
+    rng = rng if rng is not None else np.random.default_rng()
+    episodes, steps = [], 0
+    for seed in seeds:
+        if max_steps is not None and steps >= max_steps:
+            break
+        observation, _ = environment.reset(seed=seed)
         observations, actions, rewards = [observation], [], []
         terminated = truncated = False
         while not (terminated or truncated):
@@ -67,8 +77,20 @@ def collect_episodes(
             observations.append(observation)
             actions.append(action)
             rewards.append(reward)
+            steps += 1
         episodes.append(
             Episode(np.array(observations), np.array(actions), np.array(rewards), terminated, truncated)
         )
     environment.close()
     return episodes
+
+
+def collect_episodes(
+    env: str, behaviour: str, n_episodes: int, seed: int, max_episode_steps: int = 1000
+) -> list[Episode]:
+    """``n_episodes`` episodes of one behaviour; episode ``i`` resets the environment with ``seed + i``."""
+    probe = make_env(env, max_episode_steps)
+    policy = behaviour_policy(behaviour, env, probe.action_space.shape[0])
+    probe.close()
+    seeds = range(seed, seed + n_episodes)
+    return play_episodes(env, policy, seeds, max_episode_steps, np.random.default_rng(seed))

@@ -155,8 +155,8 @@ class Episode:
     observations: np.ndarray  # (T + 1, S)
     actions: np.ndarray
     rewards: np.ndarray
-    terminated: bool
-    truncated: bool
+    terminated: bool  # a true termination (the robot fell)
+    truncated: bool  # the time limit ended it; neither flag: cut by the end of the data
 
 
 def write_d4rl(path: str | Path, episodes: list[Episode], behaviours: list[str] | None = None) -> Path:
@@ -166,7 +166,8 @@ def write_d4rl(path: str | Path, episodes: list[Episode], behaviours: list[str] 
     flags = []
     for ep in episodes:
         terminals, timeouts = np.zeros(len(ep.rewards), bool), np.zeros(len(ep.rewards), bool)
-        terminals[-1], timeouts[-1] = ep.terminated, not ep.terminated
+        # as D4RL: a timeout only where the time limit ended the episode; a cut episode has neither
+        terminals[-1], timeouts[-1] = ep.terminated, ep.truncated and not ep.terminated
         flags.append((terminals, timeouts))
     with h5py.File(path, "w") as fh:
         fh["observations"] = np.concatenate([ep.observations[:-1] for ep in episodes]).astype(np.float32)
@@ -179,6 +180,17 @@ def write_d4rl(path: str | Path, episodes: list[Episode], behaviours: list[str] 
             steps = [np.full(len(ep.rewards), name) for ep, name in zip(episodes, behaviours, strict=True)]
             fh["infos/behaviour"] = np.concatenate(steps).astype("S")
     return path
+
+
+def reads_back(trajectories: list[Trajectory], episodes: list[Episode]) -> bool:
+    """Whether a file's trajectories are exactly the episodes written (float32, the same end flags)."""
+    return len(trajectories) == len(episodes) and all(
+        np.array_equal(t.observations, ep.observations[:-1].astype(np.float32))
+        and np.array_equal(t.actions, ep.actions.astype(np.float32))
+        and np.array_equal(t.rewards, ep.rewards.astype(np.float32))
+        and t.terminal == ep.terminated
+        for t, ep in zip(trajectories, episodes, strict=True)
+    )
 
 
 def write_minari(folder: str | Path, episodes: list[Episode]) -> Path:
