@@ -11,8 +11,13 @@ TORCH ?= 2.13.0
 # The Python a wheelhouse is for (the node's, e.g. 3.12), and the extras it carries.
 PY ?= $(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 EXTRAS ?= dev,rl
+# make rl-data-sac: the environment, seed and run folder of the SAC behaviour policy, transitions per policy.
+RL_ENV ?= hopper
+RL_SEED ?= 0
+RL_RUN ?= data/rl/behaviour/$(RL_ENV)_sac_seed$(RL_SEED)
+RL_STEPS ?= 200000
 
-.PHONY: setup test lint data rl-data tables results figures bench lm-cost wheelhouse
+.PHONY: setup test lint data rl-data rl-data-sac tables results figures bench lm-cost wheelhouse
 
 setup:  ## create .venv: torch $(TORCH) (the CPU build unless an NVIDIA GPU is found; it says which), the package with its test tools, the C++ kernels
 	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q
@@ -34,6 +39,10 @@ data:  ## download and verify datasets into data/ (DATASETS="ETTh1 ptb ..." pick
 
 rl-data:  ## collect the self-made Hopper offline data (random/scripted/noisy behaviours, D4RL schema; not D4RL)
 	$(PYTHON) scripts/collect_rl_data.py --env hopper --out data/rl/hopper_selfcollected.hdf5
+
+rl-data-sac:  ## D4RL's recipe here: SAC on $(RL_ENV) (seed $(RL_SEED); resumable: rerun after a kill; hours), then its medium, medium_replay, medium_expert files in data/rl/ ($(RL_STEPS) transitions per policy)
+	$(PYTHON) scripts/d4rl_recipe.py train --env $(RL_ENV) --seed $(RL_SEED) --out $(RL_RUN)
+	$(PYTHON) scripts/d4rl_recipe.py datasets --run $(RL_RUN) --out data/rl --steps $(RL_STEPS)
 
 tables:  ## tables from every run record under $(RUNS) -> outputs/tables/ (git-ignored: nothing committed changes)
 	$(PYTHON) scripts/make_tables.py --runs $(RUNS) --out outputs/tables

@@ -58,8 +58,10 @@ def parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train (or resume) a SAC behaviour policy")
     train.add_argument("--out", required=True, help="the run folder (checkpoints, policies, curve.csv/png)")
-    train.add_argument("--env", choices=BEHAVIOUR_ENVS, default=defaults.env)
-    train.add_argument("--seed", type=int, default=defaults.seed)
+    train.add_argument(
+        "--env", choices=BEHAVIOUR_ENVS, default=defaults.env, help="gymnasium env as tasks/rl/env.py"
+    )
+    train.add_argument("--seed", type=int, default=defaults.seed, help="SAC and training reset seeds (0)")
     for name, help_text in [
         ("total_steps", "environment steps to train"),
         ("eval_every", "steps between deterministic evaluations (each saves a policy snapshot)"),
@@ -73,7 +75,11 @@ def parser() -> argparse.ArgumentParser:
             f"--{name.replace('_', '-')}", type=int, default=default, help=f"{help_text} ({default})"
         )
     train.add_argument(
-        "--hidden", type=int, nargs="+", default=list(defaults.hidden), help="hidden layer sizes"
+        "--hidden",
+        type=int,
+        nargs="+",
+        default=list(defaults.hidden),
+        help="hidden layer sizes (256 256, as D4RL)",
     )
     train.add_argument("--threads", type=int, default=1, help="torch threads (1: one core per run)")
     train.set_defaults(handler=_train)

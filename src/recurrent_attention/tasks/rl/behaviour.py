@@ -64,7 +64,7 @@ class BehaviourSettings:
     seed: int = 0
     total_steps: int = 1_000_000
     eval_every: int = 10_000
-    eval_episodes: int = 10
+    eval_episodes: int = 5
     checkpoint_every: int = 50_000
     learning_starts: int = 10_000
     batch_size: int = 256
