@@ -81,7 +81,7 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_transitions(straight
         train_behaviour(SETTINGS, folder, callbacks=[KillAt(250)])
     model, state = load_checkpoint(SETTINGS, folder)
     # the last checkpoint waited for an episode end after step 180 and came before the kill at 250
-    assert 2 * SETTINGS.checkpoint_every < state["step"] < 250
+    assert 2 * SETTINGS.checkpoint_every <= state["step"] < 250
     assert model.num_timesteps == state["step"] and model.replay_buffer.pos == state["step"]
     assert model._episode_num == state["episodes"] and model.replay_buffer.dones[state["step"] - 1, 0]
     # the evaluation at 300 is redone, the ones up to the checkpoint kept
@@ -150,13 +150,18 @@ def test_time_limit_is_a_timeout_and_a_fall_a_terminal(datasets, name: str) -> N
     at_limit = lengths == SETTINGS.max_episode_steps
     # Hopper falls here both before and at the time limit; the limit is a timeout unless it fell then
     np.testing.assert_array_equal(arrays["timeouts"][ends - 1], at_limit & ~arrays["terminals"][ends - 1])
-    assert arrays["timeouts"].any() and arrays["terminals"].any()
     # a fall is Hopper's own end: the observation after it is unhealthy (z <= 0.7 or |angle| >= 0.2, or
     # a state beyond 100); before the time limit only falls end an episode
     fell = arrays["next_observations"][arrays["terminals"]]
     unhealthy = (fell[:, 0] <= 0.7) | (np.abs(fell[:, 1]) >= 0.2) | (np.abs(fell[:, 1:]) >= 100).any(1)
     assert unhealthy.all()
     assert arrays["terminals"][ends - 1][~at_limit].all()
+
+
+def test_the_toy_run_has_both_ends(datasets) -> None:
+    """Else the test above proves nothing: 30-step episodes of a barely trained Hopper end both ways."""
+    arrays = read_arrays(datasets["medium_expert"])
+    assert arrays["timeouts"].any() and arrays["terminals"].any()
 
 
 def test_files_read_back_with_the_training_reader(datasets) -> None:
@@ -177,12 +182,14 @@ def test_files_read_back_with_the_training_reader(datasets) -> None:
         )
 
 
-def test_stats_row_and_one_line_errors(datasets, tmp_path: Path, capsys) -> None:
+def test_stats_row_and_one_line_errors(straight, datasets, tmp_path: Path, capsys) -> None:
     assert main(["stats", str(datasets["medium_replay"])]) == 0
     row = capsys.readouterr().out.splitlines()[-1]
     rewards = read_arrays(datasets["medium_replay"])["rewards"]
     assert row.startswith(f"| {datasets['medium_replay'].name} |") and f"| {len(rewards):,} |" in row
-    assert "/ 1) |" in row  # the episode in progress at the medium step, cut
+    # the episode in progress at the medium step is cut (unless the step ended one)
+    cut = int(not straight[1].replay_buffer.dones[len(rewards) - 1, 0])
+    assert f"/ {cut}) |" in row
     assert main(["datasets", "--run", str(tmp_path), "--out", str(tmp_path)]) == 2
     assert (
         capsys.readouterr().err.strip() == f"error: {tmp_path}: not a behaviour run folder (no settings.json)"
