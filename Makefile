@@ -53,8 +53,11 @@ results:  ## rewrite the committed results/*.md, *.csv from results/runs/ (refus
 figures:  ## plots of the efficiency benchmark (results/bench/*.png) and of each committed table against the paper (results/figures/<table>.png)
 	$(PYTHON) scripts/bench.py --plot-only --out results/bench && $(PYTHON) scripts/paper_figures.py --out results/figures
 
-bench:  ## ratios in one run: operator vs SDPA, per-token step (eager, ONNX) vs KV cache, training steps/s per family
+bench: data/rl/hopper_selfcollected.hdf5  ## ratios in one run: operator vs SDPA, per-token step (eager, ONNX) vs KV cache, training steps/s per family
 	$(PYTHON) scripts/bench.py --out results/bench
+
+data/rl/hopper_selfcollected.hdf5:  ## the RL family's training data for `make bench`, collected (~10 s) when missing
+	$(MAKE) rl-data
 
 lm-cost:  ## CRT Table 1 (FLOPs per forward vs formulas) and Table 6 (params, inference ms/batch) -> results/
 	$(PYTHON) scripts/lm_cost.py --out results

@@ -10,8 +10,9 @@
 3. Figure 5 (Aaren §4.5): cumulative time, state bytes and peak memory growth of N token-by-token
    steps from an empty state, N up to 16384, both models, eager and exported (batch 1).
 4. Training steps/s of Aaren vs Transformer on one dataset per task family at the CPU preset
-   (tsf, tsc, ef, lm: real data from the mirror; rl: the Hopper data `make rl-data` collects; a
-   family whose files are missing is reported as skipped; video trains other models).
+   (tsf, tsc, ef, lm: real data from the mirror; rl: the Hopper data `make rl-data` collects, which
+   `make bench` runs first when the file is missing; a family whose files are missing is reported
+   as skipped; video trains other models). ``--families`` measures some of them only.
 Outputs: <out>/bench.json, <out>/bench.md, <out>/bench.png, <out>/figure5.png. ``--plot-only``
 redraws the PNGs from the JSON.
 Targets are from issues 12 and 27; the markdown says which are met.
@@ -31,14 +32,13 @@ from tqdm import tqdm
 from recurrent_attention.bench.attention import as_rows as operator_rows
 from recurrent_attention.bench.attention import operator_timings
 from recurrent_attention.bench.plot import plot_bench, plot_stream_costs
-from recurrent_attention.bench.stream_cost import StreamRunner, stream_costs
+from recurrent_attention.bench.stream_cost import StreamSpec, stream_costs
 from recurrent_attention.bench.stream_cost import as_rows as stream_rows
 from recurrent_attention.bench.streaming import as_rows as step_rows
-from recurrent_attention.bench.streaming import state_bytes, step_timings, stream_step
-from recurrent_attention.bench.training import aaren_speedups, training_timings
+from recurrent_attention.bench.streaming import step_timings, stream_step
+from recurrent_attention.bench.training import FAMILY_TASKS, TARGET_SPEEDUP, aaren_speedups, training_timings
 from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.models import Aaren, Transformer
-from recurrent_attention.models.transformer import KVCache
 from recurrent_attention.ops import native
 from recurrent_attention.results.summary import atomic_write_text, device_description, git_commit
 
@@ -170,18 +170,21 @@ def targets_table(report: dict) -> str:
         )
     )
     for family, speedup in aaren_speedups(report["training"]).items():
-        rows.append(_target(f"Aaren / Transformer training steps/s, {family}", speedup, 1.0, False))
+        rows.append(
+            _target(f"Aaren / Transformer training steps/s, {family}", speedup, TARGET_SPEEDUP, False)
+        )
     return "\n".join(rows)
 
 
-def exported_steps(models: dict, folder: Path) -> dict:
-    """Both models' steps exported to ONNX, each started from that model's state (see ``step_timings``)."""
+def exported_steps(models: dict, folder: Path) -> tuple[dict, dict[str, Path]]:
+    """Both models' steps exported to ONNX: each started from that model's state (see
+    ``step_timings``), and the files they were written to."""
     from recurrent_attention.models.export import OnnxStream, export_onnx, pack_state
     from recurrent_attention.models.export_kv import OnnxKVStream, export_transformer_onnx
 
     aaren = export_onnx(models["aaren"], folder / "aaren.onnx")
     transformer = export_transformer_onnx(models["transformer"], folder / "transformer.onnx")
-    return {
+    steps = {
         "aaren_onnx": (
             "aaren",
             lambda state: stream_step(OnnxStream(aaren, tuple(t.numpy() for t in pack_state(state)))),
@@ -191,18 +194,22 @@ def exported_steps(models: dict, folder: Path) -> dict:
             lambda state: stream_step(OnnxKVStream(transformer, state, capacity=state[0].k.shape[-2])),
         ),
     }
+    return steps, {"aaren_onnx": aaren, "transformer_onnx": transformer}
 
 
-def stream_runners(models: dict, exported: dict, capacity: int) -> dict[str, StreamRunner]:
+def stream_specs(
+    models: dict, arguments: dict, files: dict[str, Path], capacity: int
+) -> dict[str, StreamSpec]:
     """Figure 5's streams from an empty state: each model's step, then each exported step (an
     exported Transformer's cache is allocated at ``capacity`` slots up front, so its state is that)."""
-    empty = {name: model.init_state(1) for name, model in models.items()}
-    runners = {name: StreamRunner(model.step, empty[name]) for name, model in models.items()}
-    empty["transformer"] = [KVCache.with_capacity(*c.tokens(), capacity) for c in empty["transformer"]]
-    for export_name, (model_name, start) in exported.items():
-        held = state_bytes(empty[model_name])
-        runners[export_name] = StreamRunner(start(empty[model_name]), None, lambda _, held=held: held, True)
-    return runners
+    specs = {name: StreamSpec.of(model, arguments) for name, model in models.items()}
+    if "aaren_onnx" in files:
+        specs["aaren_onnx"] = StreamSpec.of(models["aaren"], arguments, files["aaren_onnx"])
+    if "transformer_onnx" in files:
+        specs["transformer_onnx"] = StreamSpec.of(
+            models["transformer"], arguments, files["transformer_onnx"], capacity
+        )
+    return specs
 
 
 def stream_table(rows: list[dict]) -> str:
@@ -247,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
         help="keep stepping a family until its timed steps (both models) add up to this",
     )
     parser.add_argument(
+        "--families",
+        nargs="+",
+        choices=sorted(FAMILY_TASKS),
+        default=sorted(FAMILY_TASKS),
+        help="the families whose training steps/s are measured",
+    )
+    parser.add_argument(
         "--stream-tokens", type=int, default=16384, help="Figure 5: tokens each model streams from empty"
     )
     parser.add_argument(
@@ -285,26 +299,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         operator = operator_rows(timings)
     d = args.stream_d_model
-    models = {
-        name: cls(d, 4, args.stream_layers, 4 * d, dropout=0.0).eval()
-        for name, cls in (("transformer", Transformer), ("aaren", Aaren))
-    }
+    arguments = {"d_model": d, "n_heads": 4, "n_layers": args.stream_layers, "d_ff": 4 * d, "dropout": 0.0}
+    models = {name: cls(**arguments).eval() for name, cls in (("transformer", Transformer), ("aaren", Aaren))}
     with tempfile.TemporaryDirectory() as tmp:
-        exported = {}
+        exported, files = {}, {}
         if "export" not in args.skip:
-            exported = exported_steps(models, Path(tmp))
+            exported, files = exported_steps(models, Path(tmp))
         steps = []
         if "steps" not in args.skip:
             steps = step_rows(step_timings(models, args.contexts, args.batches, exported, progress=progress))
         stream = []
         if "stream" not in args.skip:
-            tokens = list(torch.randn(args.stream_tokens, 1, d))
-            runners = stream_runners(models, exported, args.stream_tokens)
-            stream = stream_rows(stream_costs(runners, tokens, progress=progress))
+            specs = stream_specs(models, arguments, files, args.stream_tokens)
+            tokens = torch.randn(args.stream_tokens, 1, d)
+            stream = stream_rows(stream_costs(specs, tokens, progress=progress, threads=args.threads))
         training = []
         if "training" not in args.skip:
             training = training_rows(
-                training_timings(args.train_steps, progress=progress, min_seconds=args.train_seconds)
+                training_timings(args.train_steps, progress, args.train_seconds, args.families)
             )
     bar.close()
 
@@ -346,9 +358,9 @@ def main(argv: list[str] | None = None) -> int:
             f"## Figure 5: streaming {args.stream_tokens} tokens from an empty state (batch 1)",
             "Cumulative seconds of all N steps, the bytes the state holds after N tokens (a KV "
             "cache: its allocated capacity; the exported Transformer's is fixed at the stream's "
-            "length), and the peak growth of the process's resident memory over the stream "
-            "(`VmHWM` after a reset; a lower bound, since memory the allocator kept from earlier "
-            "work is reused without growth). Plotted in figure5.png.",
+            "length), and the peak growth of resident memory over the stream (`VmHWM` after a "
+            "reset, over the resident size the stream started from; each stream runs in a fresh "
+            "process, so no memory kept from earlier work hides the growth). Plotted in figure5.png.",
             stream_table(stream) if stream else "(skipped)",
             "## Training steps/s on each family's CPU preset",
             "Real data; both models take turns on the same batches (alternating which goes first).",

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from recurrent_attention.bench import training
 from recurrent_attention.bench.training import aaren_speedups, family_timings
 
 
@@ -31,3 +34,9 @@ def test_aaren_speedups_divide_each_familys_rates_and_leave_skipped_ones_unmeasu
         {"family": "rl", "model": "aaren", "steps_per_s": None},
     ]
     assert aaren_speedups(rows) == {"ef": 0.75, "rl": None, "tsf": 1.25}
+
+
+def test_training_timings_measure_the_families_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(training, "FAMILY_TASKS", {"ef": "ef/sin", "tsf": "ef/sin"})
+    timings = training.training_timings(steps=2, families=["ef"])
+    assert [(t.family, t.model) for t in timings] == [("ef", model) for model in training.MODELS]

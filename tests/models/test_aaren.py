@@ -32,9 +32,10 @@ def naive_aaren(model: Aaren, x: torch.Tensor) -> torch.Tensor:
     for block in model.blocks:
         proj = block.mixer.proj
         heads, d_head = proj.n_heads, proj.d_head
-        q = F.linear(block.mixer.query, proj.q_proj.weight, proj.q_proj.bias).view(heads, d_head)
-        k = F.linear(x, proj.k_proj.weight, proj.k_proj.bias).unflatten(-1, (heads, d_head))
-        v = F.linear(x, proj.v_proj.weight, proj.v_proj.bias).unflatten(-1, (heads, d_head))
+        (w_q, b_q), (w_k, b_k), (w_v, b_v) = proj.parts()
+        q = F.linear(block.mixer.query, w_q, b_q).view(heads, d_head)
+        k = F.linear(x, w_k, b_k).unflatten(-1, (heads, d_head))
+        v = F.linear(x, w_v, b_v).unflatten(-1, (heads, d_head))
         scores = torch.einsum("bshd,hd->bhs", k, q) / d_head**0.5
         weights = torch.softmax(scores.unsqueeze(-2).masked_fill(future, float("-inf")), dim=-1)
         attended = torch.einsum("bhts,bshd->bthd", weights, v).flatten(-2)

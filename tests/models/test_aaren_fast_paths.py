@@ -1,4 +1,5 @@
-"""Aaren's fused score projection and lean step equal the explicit-key formulation they replace.
+"""Aaren's fused values-and-scores projection and lean step equal the explicit-key formulation
+they replace.
 
 The reference here is the textbook one: materialise the keys ``K = x W_k^T + b_k``, take
 ``s = K q / sqrt(d_head)`` per head, and update the state with the paper's ``⊕``
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models.aaren import AarenAttention
@@ -21,9 +23,16 @@ D_MODEL, HEADS = 16, 4
 def explicit_scores(mixer: AarenAttention, x: torch.Tensor) -> torch.Tensor:
     """Scores ``(..., H, N)`` from the materialised keys (the formulation before the fusion)."""
     proj = mixer.proj
-    q = proj.q_proj(mixer.query).unflatten(-1, (proj.n_heads, proj.d_head))
-    k = proj.split_heads(proj.k_proj(x))
+    (query_weight, query_bias), (key_weight, key_bias), _ = proj.parts()
+    q = F.linear(mixer.query, query_weight, query_bias).unflatten(-1, (proj.n_heads, proj.d_head))
+    k = proj.split_heads(F.linear(x, key_weight, key_bias))
     return torch.einsum("...hnd,hd->...hn", k, q) * proj.d_head**-0.5
+
+
+def explicit_values(mixer: AarenAttention, x: torch.Tensor) -> torch.Tensor:
+    """Values ``(..., H, N, d_head)`` from the value projection alone."""
+    _, _, (value_weight, value_bias) = mixer.proj.parts()
+    return mixer.proj.split_heads(F.linear(x, value_weight, value_bias))
 
 
 def combine_step(
@@ -35,47 +44,46 @@ def combine_step(
     return new.w / torch.where(u > 0, u, torch.ones_like(u)), new
 
 
-def make_mixer(dtype: torch.dtype, key_bias: bool = True, value_bias: bool = True) -> AarenAttention:
+def make_mixer(dtype: torch.dtype, qkv_bias: bool = True) -> AarenAttention:
     torch.manual_seed(0)
-    mixer = AarenAttention(D_MODEL, HEADS).to(dtype)
-    if not key_bias:
-        mixer.proj.k_proj.bias = None
-    if not value_bias:
-        mixer.proj.v_proj.bias = None
-    return mixer
+    return AarenAttention(D_MODEL, HEADS, qkv_bias=qkv_bias).to(dtype)
 
 
 @pytest.mark.parametrize(("dtype", "tol"), [(torch.float32, 1e-6), (torch.float64, 1e-12)])
-@pytest.mark.parametrize("key_bias", [True, False])
-def test_fused_scores_and_gradients_equal_explicit_keys(
-    dtype: torch.dtype, tol: float, key_bias: bool
+@pytest.mark.parametrize("qkv_bias", [True, False])
+def test_fused_scores_values_and_gradients_equal_explicit_keys(
+    dtype: torch.dtype, tol: float, qkv_bias: bool
 ) -> None:
-    mixer = make_mixer(dtype, key_bias)
+    mixer = make_mixer(dtype, qkv_bias)
     x = torch.randn(3, 11, D_MODEL, dtype=dtype)
-    weights = torch.randn(3, HEADS, 11, dtype=dtype)
+    weights = torch.randn(3, HEADS, 11, dtype=dtype), torch.randn(3, HEADS, 11, D_MODEL // HEADS, dtype=dtype)
     results = []
-    for scores_fn in (lambda: mixer._scores_and_values(x)[0], lambda: explicit_scores(mixer, x)):
+    for scores_and_values in (
+        lambda: mixer._scores_and_values(x, *mixer.value_score_projection()),
+        lambda: (explicit_scores(mixer, x), explicit_values(mixer, x)),
+    ):
         mixer.zero_grad()
-        scores = scores_fn()
-        (scores * weights).sum().backward()
-        results.append(
-            (scores.detach(), {n: p.grad.clone() for n, p in mixer.named_parameters() if p.grad is not None})
-        )
-    (fused, fused_grads), (explicit, explicit_grads) = results
+        scores, values = scores_and_values()
+        ((scores * weights[0]).sum() + (values * weights[1]).sum()).backward()
+        grads = {n: p.grad.clone() for n, p in mixer.named_parameters() if p.grad is not None}
+        results.append((scores.detach(), values.detach(), grads))
+    (fused, fused_values, fused_grads), (explicit, values, explicit_grads) = results
     torch.testing.assert_close(fused, explicit, rtol=tol, atol=tol)
-    assert fused_grads.keys() == explicit_grads.keys()
-    assert {"query", "proj.q_proj.weight", "proj.k_proj.weight"} <= fused_grads.keys()
+    torch.testing.assert_close(fused_values, values, rtol=tol, atol=tol)
+    assert (
+        fused_grads.keys()
+        == explicit_grads.keys()
+        == {"query", "proj.qkv.weight"} | ({"proj.qkv.bias"} if qkv_bias else set())
+    )
     for name in fused_grads:
         torch.testing.assert_close(fused_grads[name], explicit_grads[name], rtol=tol, atol=tol, msg=name)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize(
-    ("key_bias", "value_bias"), [(True, True), (False, True), (True, False), (False, False)]
-)
-def test_lean_step_equals_explicit_step(dtype: torch.dtype, key_bias: bool, value_bias: bool) -> None:
+@pytest.mark.parametrize("qkv_bias", [True, False])
+def test_lean_step_equals_explicit_step(dtype: torch.dtype, qkv_bias: bool) -> None:
     """20 tokens through the fused, cached step vs explicit keys + ``⊕``, also under autograd."""
-    mixer = make_mixer(dtype, key_bias, value_bias).eval()
+    mixer = make_mixer(dtype, qkv_bias).eval()
     tol = 1e-6 if dtype == torch.float32 else 1e-12
     x = torch.randn(20, 2, D_MODEL, dtype=dtype)
     proj = mixer.proj
@@ -85,7 +93,7 @@ def test_lean_step_equals_explicit_step(dtype: torch.dtype, key_bias: bool, valu
             for x_t in x:
                 lean, lean_state = mixer.step(x_t, lean_state)
                 scores = explicit_scores(mixer, x_t.unsqueeze(-2))[..., 0]
-                values = proj.v_proj(x_t).unflatten(-1, (proj.n_heads, proj.d_head))
+                values = explicit_values(mixer, x_t.unsqueeze(-2))[..., 0, :]
                 out, reference_state = combine_step(scores, values, reference_state)
                 reference = proj.out_proj(out.flatten(-2))
                 torch.testing.assert_close(lean, reference, rtol=tol, atol=tol)
@@ -175,7 +183,7 @@ def test_lean_step_equals_the_blockwise_step(model_class: type, options: dict) -
     if no_bias:
         for block in model.blocks:
             proj = block.mixer.proj
-            for linear in (proj.q_proj, proj.k_proj, proj.v_proj, proj.out_proj):
+            for linear in (proj.qkv, proj.out_proj):
                 linear.bias = None
     x = torch.randn(40, 3, D_MODEL, dtype=torch.float64)
     fast_state = generic_state = model.init_state(3, dtype=torch.float64)

@@ -1,11 +1,13 @@
 """The block options ``model.qkv_bias``, ``model.norm_eps`` and ``model.final_norm`` (THP's encoder for
 event forecasting: no Q/K/V bias, LayerNorm eps 1e-6, no final LayerNorm) reach every sequence
 backbone through its config, and their defaults build the parameters CRT and Transformer-XL had
-before the options reached them, so checkpoints of those backbones still load."""
+before the options reached them, so checkpoints of those backbones still load (CRT's, written
+before q/k/v were fused into one projection, through the fused layout's loading hook)."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from torch import Tensor, nn
@@ -86,14 +88,29 @@ def qkv_biases(module: nn.Module) -> list[Tensor | None]:
     """Every query/key/value bias of the stack (None where the projection has none)."""
     if isinstance(module, TransformerXL):
         return [block.mixer.qkv.bias for block in module.blocks]
-    projections = [block.mixer.proj for block in layer_stack(module).blocks]
-    return [lin.bias for p in projections for lin in (p.q_proj, p.k_proj, p.v_proj)]
+    return [block.mixer.proj.qkv.bias for block in layer_stack(module).blocks]
+
+
+def value_of_before(state: dict[str, Tensor], key: str) -> Tensor:
+    """What ``key`` of a state dict of before holds, read from ``state``: a query, key or value
+    projection's parameter as its third of the fused ``qkv`` one."""
+    for index, part in enumerate(("q_proj", "k_proj", "v_proj")):
+        if f".{part}." in key:
+            return state[key.replace(f".{part}.", ".qkv.")].chunk(3)[index]
+    return state[key]
 
 
 @pytest.mark.parametrize("model", sorted(STATE_BEFORE))
-def test_default_options_build_the_parameters_checkpoints_hold(model: str) -> None:
-    state = backbone("lm/ptb", model).state_dict()
-    assert {key: tuple(value.shape) for key, value in state.items()} == STATE_BEFORE[model]
+def test_default_options_load_the_checkpoints_of_before(model: str) -> None:
+    """A state dict with the names and shapes such a checkpoint holds loads strictly, every value
+    where it belongs."""
+    built = backbone("lm/ptb", model)
+    torch.manual_seed(0)
+    before = {key: torch.randn(shape) for key, shape in STATE_BEFORE[model].items()}
+    built.load_state_dict(before, strict=True)
+    loaded = built.state_dict()
+    for key, value in before.items():
+        assert torch.equal(value_of_before(loaded, key), value), key
 
 
 def test_transformer_xl_keeps_its_final_norm_rule_by_default() -> None:

@@ -109,28 +109,27 @@ def test_cumulative_kernel_marks_the_same_late_rows_and_keeps_the_rows_before(ca
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("bias", [True, False])
-def test_score_projection_equals_its_pytorch_form(dtype: torch.dtype, bias: bool) -> None:
-    """Values and the gradients of every parameter it reads (query, W_q, b_q, W_k, b_k)."""
+def test_value_score_projection_equals_its_pytorch_form(dtype: torch.dtype, bias: bool) -> None:
+    """Values and the gradients of every parameter it reads (the query, the fused q/k/v weight and
+    bias): the value rows, the score rows and both biases each weighted by a different gradient."""
     require_native()
     torch.manual_seed(0)
     layer = AarenAttention(12, 3, qkv_bias=bias).to(dtype)
-    grad_matrix, grad_bias = torch.randn(12, 3, dtype=dtype), torch.randn(3, dtype=dtype)
+    grad_weight, grad_bias = torch.randn(12 + 3, 12, dtype=dtype), torch.randn(12 + 3, dtype=dtype)
     results = []
-    for projection in (layer.score_projection, layer.torch_score_projection):
+    for projection in (layer.value_score_projection, layer.torch_value_score_projection):
         layer.zero_grad()
-        matrix, score_bias = projection()
-        loss = (matrix * grad_matrix).sum() + (0 if score_bias is None else (score_bias * grad_bias).sum())
+        weight, fused_bias = projection()
+        loss = (weight * grad_weight).sum() + (0 if fused_bias is None else (fused_bias * grad_bias).sum())
         loss.backward()
         grads = {name: p.grad.clone() for name, p in layer.named_parameters() if p.grad is not None}
-        results.append((matrix.detach(), score_bias, grads))
-    (matrix, score_bias, grads), (ref_matrix, ref_bias, ref_grads) = results
-    torch.testing.assert_close(matrix, ref_matrix, **TOLERANCE[dtype])
-    assert (score_bias is None) == (not bias)
+        results.append((weight.detach(), fused_bias, grads))
+    (weight, fused_bias, grads), (ref_weight, ref_bias, ref_grads) = results
+    torch.testing.assert_close(weight, ref_weight, **TOLERANCE[dtype])
+    assert (fused_bias is None) == (not bias)
     if bias:
-        torch.testing.assert_close(score_bias.detach(), ref_bias.detach(), **TOLERANCE[dtype])
-    expected = {"query", "proj.q_proj.weight", "proj.k_proj.weight"} | (
-        {"proj.q_proj.bias", "proj.k_proj.bias"} if bias else set()
-    )
+        torch.testing.assert_close(fused_bias.detach(), ref_bias.detach(), **TOLERANCE[dtype])
+    expected = {"query", "proj.qkv.weight"} | ({"proj.qkv.bias"} if bias else set())
     assert set(grads) == set(ref_grads) == expected
     for name in expected:
         torch.testing.assert_close(grads[name], ref_grads[name], **TOLERANCE[dtype])
@@ -170,9 +169,9 @@ def test_compiled_kernels_are_differentiable_once() -> None:
     with pytest.raises(RuntimeError, match="differentiable once"):
         torch.autograd.grad(out.sum(), values, create_graph=True)
     layer = AarenAttention(8, 2).double()
-    matrix, _ = layer.score_projection()
+    weight, _ = layer.value_score_projection()
     with pytest.raises(RuntimeError, match="differentiable once"):
-        torch.autograd.grad(matrix.square().sum(), layer.query, create_graph=True)
+        torch.autograd.grad(weight.square().sum(), layer.query, create_graph=True)
 
 
 def test_cumulative_kernel_refuses_bad_input_by_name() -> None:
@@ -192,7 +191,7 @@ def test_switched_off_the_pytorch_kernel_runs(monkeypatch: pytest.MonkeyPatch) -
         assert not native.in_use()  # nothing asked for the kernels yet: not built, not loaded
         assert native.extension() is None and not native.in_use()
         assert native.cumulative_attention(torch.zeros(2, 3)) is None
-        assert native.score_projection(torch.zeros(3)) is None
+        assert native.value_score_projection(torch.zeros(3)) is None
     finally:
         native.extension.cache_clear()
 

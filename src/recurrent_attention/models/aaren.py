@@ -23,11 +23,12 @@ class AarenAttention(nn.Module):
     """Prefix attention from a learned query; ``path`` picks scan, recurrent or chunked.
 
     The query is a parameter, so the scores never need the keys: per head,
-    ``s = (x W_k^T + b_k)·q / sqrt(d_head) = x·(W_k^T q) / sqrt(d_head) + b_k·q / sqrt(d_head)``,
-    a ``d_model x n_heads`` projection (:meth:`score_projection`) built from the same parameters
-    (so the gradients reach ``W_k``, ``b_k``, ``W_q``, ``b_q`` and the query exactly as before).
-    :meth:`step` applies the value and score projections as one matrix; without gradients that
-    matrix is built once and reused until a parameter changes.
+    ``s = (x W_k^T + b_k)·q / sqrt(d_head) = x·(W_k^T q) / sqrt(d_head) + b_k·q / sqrt(d_head)``.
+    :meth:`value_score_projection` stacks those ``n_heads`` rows under the value projection's and
+    builds the matrix from the fused q/k/v parameter and the query (so the gradients reach ``W_q``,
+    ``W_k``, their biases and the query exactly as through the unfused form): values and scores
+    are then one matrix product of the tokens, in training as in :meth:`step`. Without gradients
+    the matrix is built once and reused until a parameter changes.
     """
 
     def __init__(self, d_model: int, n_heads: int, path: str = "chunked", qkv_bias: bool = True) -> None:
@@ -40,42 +41,44 @@ class AarenAttention(nn.Module):
         self._step_cache: tuple[tuple[Tensor, ...], list[int], tuple[Tensor, Tensor | None]] | None = None
         self.register_load_state_dict_post_hook(self._clear_step_cache)
 
-    def score_projection(self) -> tuple[Tensor, Tensor | None]:
-        """``(A, b)`` with scores ``(..., N, H) = x @ A + b``; ``b`` is None when ``k_proj`` has no bias.
+    def value_score_projection(self) -> tuple[Tensor, Tensor | None]:
+        """``(W, b)``, ``W (d_model + H, d_model)``: values then scores ``(..., d_model + H) = x W^T + b``;
+        ``b`` is None without ``qkv_bias``.
 
         On CPU in float32/float64 this is one compiled call each way (:mod:`~recurrent_attention.ops.native`),
-        whose parameters must then be of the query's dtype; :meth:`torch_score_projection` otherwise.
+        whose parameters must then be of the query's dtype; :meth:`torch_value_score_projection` otherwise.
         """
-        compiled = native.score_projection(self.query)
+        compiled = native.value_score_projection(self.query)
         if compiled is None:
-            return self.torch_score_projection()
-        q, k = self.proj.q_proj, self.proj.k_proj
-        return compiled(self.query, q.weight, q.bias, k.weight, k.bias, self.proj.n_heads)
+            return self.torch_value_score_projection()
+        return compiled(self.query, self.proj.qkv.weight, self.proj.qkv.bias, self.proj.n_heads)
 
-    def torch_score_projection(self) -> tuple[Tensor, Tensor | None]:
-        """:meth:`score_projection` in PyTorch ops (any device and dtype; the reference in tests)."""
+    def torch_value_score_projection(self) -> tuple[Tensor, Tensor | None]:
+        """:meth:`value_score_projection` in PyTorch ops (any device and dtype; the reference in tests)."""
         heads, d_head = self.proj.n_heads, self.proj.d_head
-        q = self.proj.q_proj(self.query).view(heads, d_head) * d_head**-0.5
-        matrix = (self.proj.k_proj.weight.view(heads, d_head, -1) * q.unsqueeze(-1)).sum(1).t()
-        bias = self.proj.k_proj.bias
-        return matrix, None if bias is None else (bias.view(heads, d_head) * q).sum(-1)
+        (query_weight, query_bias), (key_weight, key_bias), (value_weight, value_bias) = self.proj.parts()
+        q = F.linear(self.query, query_weight, query_bias).view(heads, d_head) * d_head**-0.5
+        weight = torch.cat([value_weight, (key_weight.view(heads, d_head, -1) * q.unsqueeze(-1)).sum(1)])
+        if value_bias is None:
+            return weight, None
+        return weight, torch.cat([value_bias, (key_bias.view(heads, d_head) * q).sum(-1)])
 
     def _fused_step_projection(self) -> tuple[Tensor, Tensor | None]:
-        """One ``(d_model + H) x d_model`` weight giving values then scores, cached when no grad.
+        """:meth:`value_score_projection`, cached when no grad.
 
         The cache holds the parameters it was built from and their version counters, so an
         in-place update (an optimiser step, ``load_state_dict``) rebuilds it; moving the module
         (``.to``, ``.double``) or loading with ``assign=True`` clears it.
         """
         if torch.is_grad_enabled():
-            return self._build_fused_projection()
+            return self.value_score_projection()
         cache = self._step_cache
         if cache is None or cache[1] != [p._version for p in cache[0]]:
             parameters = tuple(self.parameters())
             cache = self._step_cache = (
                 parameters,
                 [p._version for p in parameters],
-                self._build_fused_projection(),
+                self.value_score_projection(),
             )
         return cache[2]
 
@@ -86,30 +89,14 @@ class AarenAttention(nn.Module):
         self._clear_step_cache()
         return super()._apply(fn, recurse)
 
-    def _build_fused_projection(self) -> tuple[Tensor, Tensor | None]:
-        matrix, score_bias = self.score_projection()
-        weight = torch.cat([self.proj.v_proj.weight, matrix.t()])
-        value_bias = self.proj.v_proj.bias
-        if value_bias is None and score_bias is None:
-            return weight, None
-        if value_bias is None:
-            value_bias = score_bias.new_zeros(self.proj.v_proj.out_features)
-        if score_bias is None:
-            score_bias = value_bias.new_zeros(self.proj.n_heads)
-        return weight, torch.cat([value_bias, score_bias])
-
-    def _scores_and_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Scores ``(..., H, N)`` and values ``(..., H, N, d_head)`` for tokens ``x (..., N, d_model)``."""
-        matrix, bias = self.score_projection()
-        if bias is None:
-            scores = x @ matrix
-        else:
-            scores = torch.addmm(bias, x.flatten(0, -2), matrix).unflatten(0, x.shape[:-1])
-        v = self.proj.split_heads(self.proj.v_proj(x))
-        return scores.transpose(-1, -2), v
+    def _scores_and_values(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor]:
+        """Scores ``(..., H, N)`` and values ``(..., H, N, d_head)`` of tokens ``x (..., N, d_model)``
+        from one product with the values-and-scores projection ``(weight, bias)``."""
+        values, scores = F.linear(x, weight, bias).split([self.proj.d_model, self.proj.n_heads], dim=-1)
+        return scores.transpose(-1, -2), self.proj.split_heads(values)
 
     def forward(self, x: Tensor, state: ScanState | None = None) -> tuple[Tensor, ScanState]:
-        scores, v = self._scores_and_values(x)
+        scores, v = self._scores_and_values(x, *self.value_score_projection())
         out, state = prefix_attention(scores, v, state, self.path)
         return self.proj.merge_heads(out), state
 
@@ -123,7 +110,7 @@ class AarenAttention(nn.Module):
 
     def lean_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor, tuple[int, int]]:
         """``(W_mix^T, b_mix, W_out^T, b_out, (heads, d_head))``: values then scores as one ``addmm``."""
-        mix = addmm_weights(*self._build_fused_projection())
+        mix = addmm_weights(*self.value_score_projection())
         out = addmm_weights(self.proj.out_proj.weight, self.proj.out_proj.bias)
         return (*mix, *out, (self.proj.n_heads, self.proj.d_head))
 

@@ -223,21 +223,72 @@ class LayerStack(Backbone):
         return super()._apply(fn, recurse)
 
 
+class QKVLinear(nn.Linear):
+    """The query, key and value projections as one ``(3 d_model, d_model)`` linear layer (rows:
+    query, then key, then value), so attention projects its tokens with one matrix product.
+
+    Its initial values are those of three ``d_model x d_model`` :class:`~torch.nn.Linear` layers
+    built in turn (query weight and bias, then key, then value), which is how the projections were
+    held before they were fused: a seed gives the same initial model as it did then.
+    """
+
+    def __init__(self, d_model: int, bias: bool = True) -> None:
+        super().__init__(d_model, 3 * d_model, bias)
+
+    def reset_parameters(self) -> None:
+        d_model, bias = self.in_features, self.bias is not None
+        factory = {"device": self.weight.device, "dtype": self.weight.dtype}
+        parts = [nn.Linear(d_model, d_model, bias, **factory) for _ in range(3)]
+        with torch.no_grad():
+            self.weight.copy_(torch.cat([part.weight for part in parts]))
+            if bias:
+                self.bias.copy_(torch.cat([part.bias for part in parts]))
+
+
+SEPARATE_PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+"""The modules that held the query, key and value projections before :class:`QKVLinear`."""
+
+
+def _fuse_separate_projections(
+    module: nn.Module, state_dict: dict[str, Tensor], prefix: str, *_: object
+) -> None:
+    """A state dict written before the fusion holds ``q_proj``/``k_proj``/``v_proj`` weights and
+    biases: join each kind into the ``qkv`` layer's, so old checkpoints load (strictly) as they are."""
+    for kind in ("weight", "bias"):
+        keys = [f"{prefix}{name}.{kind}" for name in SEPARATE_PROJECTIONS]
+        if all(key in state_dict for key in keys):
+            state_dict[f"{prefix}qkv.{kind}"] = torch.cat([state_dict.pop(key) for key in keys])
+
+
 class HeadProjections(nn.Module):
     """Query/key/value/output projections shared by softmax attention and Aaren.
 
-    ``qkv_bias=False`` drops the query/key/value biases (THP's encoder); the output keeps its bias.
+    The query, key and value projections are one :class:`QKVLinear` (``qkv``), so the Transformer
+    projects its tokens in one matrix product and Aaren builds its fused values-and-scores matrix
+    from one parameter. ``qkv_bias=False`` drops the query/key/value biases (THP's encoder); the
+    output keeps its bias. State dicts in the older layout (three separate layers) still load.
     """
 
     def __init__(self, d_model: int, n_heads: int, qkv_bias: bool = True) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"model.d_model={d_model} must be divisible by model.n_heads={n_heads}")
-        self.n_heads, self.d_head = n_heads, d_model // n_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=qkv_bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=qkv_bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.qkv = QKVLinear(d_model, qkv_bias)
         self.out_proj = nn.Linear(d_model, d_model)
+        self.register_load_state_dict_pre_hook(_fuse_separate_projections)
+
+    def parts(self) -> tuple[tuple[Tensor, Tensor | None], ...]:
+        """``((W_q, b_q), (W_k, b_k), (W_v, b_v))``: views of the fused weight and bias (biases None
+        without ``qkv_bias``), for the code that reads one projection alone."""
+        weights = self.qkv.weight.chunk(3)
+        biases = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.chunk(3)
+        return tuple(zip(weights, biases, strict=True))
+
+    def heads_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values ``(..., H, N, d_head)`` of tokens ``x (..., N, d_model)``, from one
+        matrix product."""
+        return tuple(self.split_heads(part) for part in self.qkv(x).chunk(3, dim=-1))  # type: ignore[return-value]
 
     def split_heads(self, x: Tensor) -> Tensor:
         """``(..., N, d_model)`` -> ``(..., H, N, d_head)``."""

@@ -144,6 +144,11 @@ class OnnxKVStream:
         for name, value in zip(OUTPUT_NAMES, self._outputs, strict=True):
             self._binding.bind_ortvalue_output(name, value)
 
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of the key and value buffers: the whole capacity, allocated when the stream starts."""
+        return self._k.nbytes + self._v.nbytes
+
     def push(self, x_t: np.ndarray) -> np.ndarray:
         """The output for token ``x_t (batch, d_model)`` (a new array); the token joins the cache."""
         if self.position >= self.capacity:

@@ -92,9 +92,7 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = attn_dropout
 
     def forward(self, x: Tensor, cache: KVCache | None = None) -> tuple[Tensor, KVCache]:
-        q, k, v = (
-            self.proj.split_heads(p(x)) for p in (self.proj.q_proj, self.proj.k_proj, self.proj.v_proj)
-        )
+        q, k, v = self.proj.heads_qkv(x)
         dropout = self.attn_dropout if self.training else 0.0
         if cache is None or cache.size == 0:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
@@ -115,9 +113,7 @@ class CausalSelfAttention(nn.Module):
     def lean_weights(self) -> tuple[Tensor, Tensor, Tensor, Tensor, tuple[int, int]]:
         """``(W_qkv^T, b_qkv, W_out^T, b_out, (heads, d_head))``: q/k/v as one ``addmm``, laid out now."""
         p = self.proj
-        linears = (p.q_proj, p.k_proj, p.v_proj)
-        biases = [lin.weight.new_zeros(lin.out_features) if lin.bias is None else lin.bias for lin in linears]
-        qkv = addmm_weights(torch.cat([lin.weight for lin in linears]), torch.cat(biases))
+        qkv = addmm_weights(p.qkv.weight, p.qkv.bias)
         return (*qkv, *addmm_weights(p.out_proj.weight, p.out_proj.bias), (p.n_heads, p.d_head))
 
     def lean_mixer(self) -> Callable[[Tensor, KVCache], tuple[Tensor, KVCache]]:
@@ -127,7 +123,7 @@ class CausalSelfAttention(nn.Module):
     def init_state(
         self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None
     ) -> KVCache:
-        dtype = dtype or self.proj.q_proj.weight.dtype
+        dtype = dtype or self.proj.qkv.weight.dtype
         empty = torch.zeros(batch_size, self.proj.n_heads, 0, self.proj.d_head, device=device, dtype=dtype)
         return KVCache(empty, empty.clone())
 

@@ -1,8 +1,8 @@
 """Compiled CPU kernels (``csrc/``), built on first use by torch's JIT extension builder.
 
 At the sizes Aaren trains at on a CPU (event forecasting: ~6 tokens, d_model 64) the PyTorch form
-of its two attention-specific pieces, the cumulative prefix-attention kernel and the score
-projection, is dozens of small ops whose dispatch, not arithmetic, is the cost. The C++ forms are
+of its two attention-specific pieces, the cumulative prefix-attention kernel and the values-and-
+scores projection, is dozens of small ops whose dispatch, not arithmetic, is the cost. The C++ forms are
 one call each way (what that gives training: ``results/bench/bench.md``, training steps/s).
 The build (g++ and ninja, about a minute) runs once per source version and Python environment
 and is cached under ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``), in a folder
@@ -105,9 +105,9 @@ def cumulative_attention(scores: torch.Tensor) -> Callable | None:
     return _kernel("cumulative_attention", scores)
 
 
-def score_projection(query: torch.Tensor) -> Callable | None:
-    """The compiled score projection for this query parameter (CPU, float32/64), or None."""
-    return _kernel("score_projection", query)
+def value_score_projection(query: torch.Tensor) -> Callable | None:
+    """The compiled values-and-scores projection for this query parameter (CPU, float32/64), or None."""
+    return _kernel("value_score_projection", query)
 
 
 def aaren_stepper(token: torch.Tensor) -> type | None:

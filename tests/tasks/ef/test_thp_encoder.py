@@ -24,9 +24,10 @@ def thp_encoder_layer(block, x: torch.Tensor, n_head: int, eps: float = 1e-6) ->
     batch, length, d_model = x.shape
     d_k = d_model // n_head
     residual = x
-    q = F.linear(x, proj.q_proj.weight).view(batch, length, n_head, d_k).transpose(1, 2)
-    k = F.linear(x, proj.k_proj.weight).view(batch, length, n_head, d_k).transpose(1, 2)
-    v = F.linear(x, proj.v_proj.weight).view(batch, length, n_head, d_k).transpose(1, 2)
+    w_qs, w_ks, w_vs = proj.qkv.weight.chunk(3)  # THP's three bias-free Linear layers
+    q = F.linear(x, w_qs).view(batch, length, n_head, d_k).transpose(1, 2)
+    k = F.linear(x, w_ks).view(batch, length, n_head, d_k).transpose(1, 2)
+    v = F.linear(x, w_vs).view(batch, length, n_head, d_k).transpose(1, 2)
     attn = torch.matmul(q / d_k**0.5, k.transpose(2, 3))
     subsequent = torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
     attn = F.softmax(attn.masked_fill(subsequent, -1e9), dim=-1)
@@ -64,7 +65,7 @@ def test_ef_task_builds_the_thp_encoder_for_both_backbones(model: str) -> None:
     backbone = instantiate(cfg.model.backbone)
     for block in backbone.blocks:
         proj = block.mixer.proj
-        assert proj.q_proj.bias is None and proj.k_proj.bias is None and proj.v_proj.bias is None
+        assert proj.qkv.bias is None
         assert proj.out_proj.bias is not None
     norms = [m for m in backbone.modules() if isinstance(m, nn.LayerNorm)]
     assert len(norms) == 2 * cfg.model.n_layers and all(n.eps == 1e-6 for n in norms)

@@ -63,6 +63,9 @@ std::tuple<Tensor, std::vector<Tensor>> AarenStepper::step(const Tensor& token,
   const int64_t blocks = static_cast<int64_t>(weights_.size()) / kWeightsPerBlock;
   TORCH_CHECK(static_cast<int64_t>(state.size()) == 3 * blocks, "AarenStepper.step: (m, u, w) per block");
   TORCH_CHECK(token.dim() == 2, "AarenStepper.step: a token is (batch, d_model)");
+  // The step runs without gradients: below autograd's dispatch keys each ATen call goes straight to
+  // its CPU kernel, which at batch 1 is a good part of the cost of ~20 small calls.
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
   const int64_t batch = token.size(0), d_model = heads_ * d_head_;
   const std::vector<int64_t> shape{d_model};
   std::vector<Tensor> new_state;

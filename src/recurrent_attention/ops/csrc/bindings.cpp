@@ -5,10 +5,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cumulative_attention", &recurrent_attention::cumulative_attention,
         "The cumulative prefix-attention kernel of one chunk: (out, m, u, w, late or None)", py::arg("scores"),
         py::arg("values"), py::arg("carry_m"), py::arg("carry_u"), py::arg("carry_w"), py::arg("limit"));
-  m.def("score_projection", &recurrent_attention::score_projection,
-        "Aaren's score projection: (A, b or None) with scores x @ A + b", py::arg("query"),
-        py::arg("query_weight"), py::arg("query_bias"), py::arg("key_weight"), py::arg("key_bias"),
-        py::arg("n_heads"));
+  m.def("value_score_projection", &recurrent_attention::value_score_projection,
+        "Aaren's values-and-scores projection: (F, f or None) with values then scores x F^T + f",
+        py::arg("query"), py::arg("qkv_weight"), py::arg("qkv_bias"), py::arg("n_heads"));
   py::class_<recurrent_attention::AarenStepper>(m, "AarenStepper",
                                                 "Aaren's eval step through every block, on laid-out weights")
       .def(py::init<std::vector<torch::Tensor>, std::vector<double>, bool, bool, std::optional<torch::Tensor>,

@@ -15,10 +15,11 @@ cumulative_attention(const torch::Tensor& scores, const torch::Tensor& values,
                      const std::optional<torch::Tensor>& carry_m, const std::optional<torch::Tensor>& carry_u,
                      const std::optional<torch::Tensor>& carry_w, double limit);
 
-// AarenAttention.score_projection: (A (d_model, n_heads), b (n_heads) or None).
-std::tuple<torch::Tensor, std::optional<torch::Tensor>> score_projection(
-    const torch::Tensor& query, const torch::Tensor& query_weight, const std::optional<torch::Tensor>& query_bias,
-    const torch::Tensor& key_weight, const std::optional<torch::Tensor>& key_bias, int64_t n_heads);
+// AarenAttention.value_score_projection: (F (d + n_heads, d_model), f (d + n_heads) or None), values
+// then scores of tokens x being x F^T + f, from the fused q/k/v weight (3 d, d_model) and bias.
+std::tuple<torch::Tensor, std::optional<torch::Tensor>> value_score_projection(
+    const torch::Tensor& query, const torch::Tensor& qkv_weight, const std::optional<torch::Tensor>& qkv_bias,
+    int64_t n_heads);
 
 // Aaren's eval step for a (batch, d_model) token through every block (models.aaren.Aaren.step in
 // eval mode without gradients), on weights laid out once: per block, in this order, the values-

@@ -77,14 +77,12 @@ def _resize_positions(pos_embed: Tensor, grid: int) -> Tensor:
     return torch.cat([cls, resized], dim=1)
 
 
-def _split_qkv_for_aaren(state: StateDict) -> StateDict:
-    """``temporal_attn.qkv``/``proj`` -> Aaren's ``q_proj``/``k_proj``/``v_proj``/``out_proj``."""
+def _qkv_for_aaren(state: StateDict) -> StateDict:
+    """``temporal_attn.qkv``/``proj`` -> Aaren's ``qkv``/``out_proj`` (the same fused q/k/v layout)."""
     out: StateDict = {}
     for key, value in state.items():
         if ".temporal_attn.qkv." in key:
-            base, kind = key.split(".temporal_attn.qkv.")
-            for name, part in zip(("q_proj", "k_proj", "v_proj"), value.chunk(3), strict=True):
-                out[f"{base}.temporal_attn.attn.proj.{name}.{kind}"] = part
+            out[key.replace(".temporal_attn.qkv.", ".temporal_attn.attn.proj.qkv.")] = value
         elif ".temporal_attn.proj." in key:
             out[key.replace(".temporal_attn.proj.", ".temporal_attn.attn.proj.out_proj.")] = value
         else:
@@ -105,7 +103,7 @@ def to_model_layout(state: StateDict, model: nn.Module) -> StateDict:
     if "time_embed" in state and state["time_embed"].shape != model.time_embed.shape:
         state["time_embed"] = _nearest(state["time_embed"], model.time_embed.shape[1])
     if any(k.endswith("temporal_attn.attn.query") for k in model.state_dict()):
-        state = _split_qkv_for_aaren(state)
+        state = _qkv_for_aaren(state)
     return state
 
 
