@@ -11,19 +11,17 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.runs.test_finished import write_run
+from tests.train_process import run_script
 
 pytestmark = pytest.mark.slow
 
 
+SCRIPT = ROOT / "scripts" / "ef_stream.py"
+
+
 def stream(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "ef_stream.py"), *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
+    """The script in its own process, forked after the imports (tests/train_process.py)."""
+    return run_script(SCRIPT, list(args), cwd=ROOT, env=env or dict(os.environ), timeout=300)
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -34,7 +32,15 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
 
 
 def test_a_bad_path_is_one_line(tmp_path: Path) -> None:
-    assert "no such folder" in one_error_line(stream(str(tmp_path / "nowhere")))
+    # a fresh interpreter: nothing printed on import adds a line
+    fresh = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert "no such folder" in one_error_line(fresh)
     assert "not a finished train.py run" in one_error_line(stream(str(tmp_path)))
 
 
