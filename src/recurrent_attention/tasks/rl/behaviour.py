@@ -45,6 +45,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from stable_baselines3.sac.policies import SACPolicy
 from tqdm import tqdm
 
+from recurrent_attention.results.summary import atomic_write_text
 from recurrent_attention.tasks.rl.collect import Policy, play_episodes
 from recurrent_attention.tasks.rl.curve import COLUMNS, read_curve, write_curve
 from recurrent_attention.tasks.rl.env import make_env, normalized_score
@@ -271,7 +272,7 @@ def train_behaviour(
     if saved.is_file() and BehaviourSettings.from_json(saved) != settings:
         raise ValueError(f"{saved}: this folder trains other settings ({saved.read_text().strip()})")
     (folder / "policies").mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps(asdict(settings)))
+    atomic_write_text(saved, json.dumps(asdict(settings)))
     if checkpoint_dir(folder) is None:
         model, state = _new_model(settings), {"step": 0, "wall_s": 0.0}
     else:

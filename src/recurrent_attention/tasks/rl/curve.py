@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from recurrent_attention.results.summary import atomic_write_text
+
 COLUMNS = ("step", "return_mean", "return_std", "return_min", "return_max", "length_mean", "score", "wall_s")
 
 
@@ -30,14 +32,15 @@ def read_curve(path: str | Path) -> pd.DataFrame:
 
 
 def write_curve(curve: pd.DataFrame, path: str | Path) -> None:
-    """The CSV and, beside it, a PNG of mean return (min to max shaded) against environment steps."""
+    """The CSV (written whole or not at all: a resumed run reads it back) and, beside it, a PNG of
+    mean return (min to max shaded) against environment steps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    curve.to_csv(path, index=False, columns=list(COLUMNS))
+    atomic_write_text(path, curve.to_csv(index=False, columns=list(COLUMNS)))
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(curve["step"], curve["return_mean"], marker=".")
     ax.fill_between(curve["step"], curve["return_min"], curve["return_max"], alpha=0.2)
