@@ -1,6 +1,6 @@
-"""The project's two one-line error types, in a leaf module every layer may import.
+"""The project's one-line error types, in a leaf module every layer may import.
 
-``train.py`` prints either as one ``error:`` line and exits 2 instead of a traceback. They live
+``train.py`` prints each as one ``error:`` line and exits 2 instead of a traceback. They live
 here, with nothing but the standard library, so that raising one (a datamodule refusing a config
 value, a reader refusing a file) loads no other part of the package: a family's data code once
 imported ``ConfigError`` from ``config_checks`` and with it three other families' internals.
@@ -19,3 +19,7 @@ class DataError(ValueError):
     A ``ValueError``, since a bad file is a bad input value; callers that catch ``ValueError`` from a
     reader keep working.
     """
+
+
+class CheckpointError(ValueError):
+    """A checkpoint the run cannot resume from: the one-line message names the file, why, and the fix."""

@@ -36,7 +36,7 @@ from recurrent_attention.data.fingerprint import (
     own_data_paths,
     require_own_data,
 )
-from recurrent_attention.errors import ConfigError, DataError
+from recurrent_attention.errors import CheckpointError, ConfigError, DataError
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
@@ -237,7 +237,7 @@ def app(cfg: DictConfig) -> dict[str, Any] | None:
             file=sys.stderr,
         )
         sys.exit(EXIT_INTERRUPTED)
-    except (ConfigError, DataError, NonFiniteMetricError) as err:
+    except (CheckpointError, ConfigError, DataError, NonFiniteMetricError) as err:
         _record_failure(run_dir, identity, err)
         code = EXIT_RUN_FAILED if isinstance(err, NonFiniteMetricError) else EXIT_BAD_INPUT
         return _stop(err, run_dir, multirun, code)

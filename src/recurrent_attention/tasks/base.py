@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from recurrent_attention.models.base import Backbone
 from recurrent_attention.runs.resume import EpochShuffle
+from recurrent_attention.tasks.checkpoint_layout import fuse_optimizer_states
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 SchedulerFactory = Callable[[torch.optim.Optimizer], Any]
@@ -48,6 +49,13 @@ class TaskModule(L.LightningModule):
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": scheduler, "interval": self.scheduler_interval},
         }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A checkpoint from before q/k/v were fused resumes: its optimiser state is converted to the
+        fused layout (:mod:`~recurrent_attention.tasks.checkpoint_layout`) before Lightning loads it.
+        Subclasses that override this hook call it."""
+        source = getattr(self._trainer, "ckpt_path", None) or "the checkpoint"
+        fuse_optimizer_states(self, checkpoint, str(source))
 
     def build_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
         """The scheduler partial applied to the optimiser; families needing more arguments override this."""

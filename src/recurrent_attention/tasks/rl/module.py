@@ -100,6 +100,7 @@ class DecisionTransformerModule(TaskModule):
         checkpoint["periodic_evaluations"] = self.periodic
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
         self.periodic = list(checkpoint.get("periodic_evaluations", []))
 
     def play(self, mode: str, seeds: list[int], progress: bool) -> list[RolloutResult]:

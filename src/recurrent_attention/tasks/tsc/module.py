@@ -69,5 +69,6 @@ class ClassificationModule(ExactEvaluationModule):
         checkpoint["tslib_selection"] = self.selection.state_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        super().on_load_checkpoint(checkpoint)
         if "tslib_selection" in checkpoint:
             self.selection.load_state_dict(checkpoint["tslib_selection"])
