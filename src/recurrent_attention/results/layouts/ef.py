@@ -82,7 +82,8 @@ def _contents(
         *run_notes,
         *provenance(part),
         *override_notes(part, by="dataset"),
-        sweep_command("ef", part, preset, compat) + " (epoch caps for the CPU runs: docs/ef.md)",
+        sweep_command("ef", part, preset, compat)
+        + " (Meta TPP's schedule unless an epoch cap is among the overrides above; docs/ef.md)",
     ]
     return frame, notes
 
