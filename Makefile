@@ -17,7 +17,7 @@ RL_SEED ?= 0
 RL_RUN ?= data/rl/behaviour/$(RL_ENV)_sac_seed$(RL_SEED)
 RL_STEPS ?= 200000
 
-.PHONY: setup test lint data rl-data rl-data-sac tables results figures bench lm-cost wheelhouse
+.PHONY: setup test lint data rl-data rl-data-sac rl-sac tables results figures bench lm-cost wheelhouse
 
 setup:  ## create .venv: torch $(TORCH) (the CPU build unless an NVIDIA GPU is found; it says which), the package with its test tools, the C++ kernels
 	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q
@@ -43,6 +43,9 @@ rl-data:  ## collect the self-made Hopper offline data (random/scripted/noisy be
 rl-data-sac:  ## D4RL's recipe here: SAC on $(RL_ENV) (seed $(RL_SEED); resumable: rerun after a kill; hours), then its medium, medium_replay, medium_expert files in data/rl/ ($(RL_STEPS) transitions per policy)
 	$(PYTHON) scripts/d4rl_recipe.py train --env $(RL_ENV) --seed $(RL_SEED) --out $(RL_RUN)
 	$(PYTHON) scripts/d4rl_recipe.py datasets --run $(RL_RUN) --out data/rl --steps $(RL_STEPS)
+
+rl-sac:  ## DT table on the rl-data-sac Hopper files: experiment=aaren/rl_hopper_sac (2 models x 3 datasets x 3 seeds, CPU budget; docs/rl.md), then `make tables` (outputs/tables/rl_sac_cpu_reference.md)
+	$(PYTHON) train.py experiment=aaren/rl_hopper_sac && $(MAKE) tables
 
 tables:  ## tables from every run record under $(RUNS) -> outputs/tables/ (git-ignored: nothing committed changes)
 	$(PYTHON) scripts/make_tables.py --runs $(RUNS) --out outputs/tables

@@ -3,12 +3,15 @@ the Aaren/Transformer ratio its target and plot read."""
 
 from __future__ import annotations
 
+import itertools
 import re
+from pathlib import Path
 
 import pytest
 
 from recurrent_attention.bench import training
 from recurrent_attention.bench.training import aaren_speedups, family_timings
+from tests.helpers.d4rl_files import write_tiny_d4rl
 
 
 def _timed_steps(timings: list) -> list[int]:
@@ -40,3 +43,20 @@ def test_training_timings_measure_the_families_asked_for(monkeypatch: pytest.Mon
     monkeypatch.setattr(training, "FAMILY_TASKS", {"ef": "ef/sin", "tsf": "ef/sin"})
     timings = training.training_timings(steps=2, families=["ef"])
     assert [(t.family, t.model) for t in timings] == [("ef", model) for model in training.MODELS]
+
+
+def test_other_sizes_warm_up_and_clock_as_asked(tmp_path: Path) -> None:
+    """scripts/bench_rl_update.py's settings reach the timing: train.py overrides (here the smoke
+    sizes and an own data file), the untimed warm-up updates, and the clock a step is measured by."""
+    data = write_tiny_d4rl(tmp_path / "hopper.hdf5")
+    ticks = itertools.count()  # every reading one second later: every timed update takes 1 s
+    timings = family_timings(
+        "rl",
+        "rl/hopper_medium_sac",
+        steps=2,
+        overrides=["preset=smoke", f"task.datamodule.path={data}"],
+        warmup=3,
+        clock=lambda: float(next(ticks)),
+    )
+    assert _timed_steps(timings) == [2, 2]
+    assert all("d_model 16" in t.shape and t.steps_per_s == 1.0 for t in timings)

@@ -1,4 +1,5 @@
-"""Training steps per second of each backbone on a task family's CPU preset, with its real data.
+"""Training steps per second of each backbone on a task family's CPU preset (or other ``train.py``
+overrides, e.g. the paper's sizes), with its real data.
 
 The configuration is composed as ``train.py`` composes it (``task=<family>/<dataset> model=<m>
 preset=cpu``), and the real datamodule and task modules are built. One optimiser step is the
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 import lightning as L
@@ -49,11 +50,11 @@ class TrainingTiming:
     note: str = ""
 
 
-def _config(task: str, model: str) -> DictConfig:
+def _config(task: str, model: str, overrides: Sequence[str] = ("preset=cpu",)) -> DictConfig:
     register_resolvers()
     register_families()
     with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
-        return compose("train", overrides=[f"task={task}", f"model={model}", "preset=cpu", "~logger"])
+        return compose("train", overrides=[f"task={task}", f"model={model}", *overrides, "~logger"])
 
 
 class _Trainee:
@@ -67,15 +68,17 @@ class _Trainee:
         self.optimizer = self.module.optimizer_factory(self.module.parameters())
         self.clip = cfg.task.gradient_clip_val
 
-    def step_seconds(self, batch: object, index: int) -> float:
-        start = time.perf_counter()
+    def step_seconds(
+        self, batch: object, index: int, clock: Callable[[], float] = time.perf_counter
+    ) -> float:
+        start = clock()
         self.optimizer.zero_grad()
         loss = self.module.training_step(batch, index)
         (loss["loss"] if isinstance(loss, dict) else loss).backward()
         if self.clip is not None:
             torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip)
         self.optimizer.step()
-        return time.perf_counter() - start
+        return clock() - start
 
 
 def _batches(datamodule: L.LightningDataModule) -> Iterator[object]:
@@ -84,11 +87,22 @@ def _batches(datamodule: L.LightningDataModule) -> Iterator[object]:
         yield from datamodule.train_dataloader()
 
 
-def family_timings(family: str, task: str, steps: int, min_seconds: float = 0.0) -> list[TrainingTiming]:
-    """Both backbones on shared batches of ``task`` (after 2 untimed ones): at least ``steps`` each,
-    and more until the timed steps add up to ``min_seconds`` (a fast family's median then rests on
-    hundreds of steps, not on a fraction of a second of a shared machine)."""
-    configs = {model: _config(task, model) for model in MODELS}
+def family_timings(
+    family: str,
+    task: str,
+    steps: int,
+    min_seconds: float = 0.0,
+    overrides: Sequence[str] = ("preset=cpu",),
+    warmup: int = 2,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[TrainingTiming]:
+    """Both backbones on shared batches of ``task`` (after ``warmup`` untimed ones): at least ``steps``
+    each, and more until the timed steps add up to ``min_seconds`` (a fast family's median then rests
+    on hundreds of steps, not on a fraction of a second of a shared machine). ``overrides`` are
+    ``train.py``'s (the cpu preset by default; e.g. ``preset=paper`` to time the papers' sizes).
+    ``clock`` measures a step: wall time by default; ``time.thread_time`` counts only this thread's
+    CPU time, which on a machine other jobs share is closer to what the step costs alone."""
+    configs = {model: _config(task, model, overrides) for model in MODELS}
     datamodule = instantiate(configs["aaren"].task.datamodule)
     datamodule.setup("fit")
     trainees = {model: _Trainee(cfg) for model, cfg in configs.items()}
@@ -97,12 +111,12 @@ def family_timings(family: str, task: str, steps: int, min_seconds: float = 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # self.log outside a Trainer warns; nothing is logged here
         for index, batch in enumerate(_batches(datamodule)):
-            if index >= steps + 2 and timed >= min_seconds:
+            if index >= steps + warmup and timed >= min_seconds:
                 break
             order = MODELS if index % 2 else MODELS[::-1]
             for model in order:
-                elapsed = trainees[model].step_seconds(batch, index)
-                if index >= 2:
+                elapsed = trainees[model].step_seconds(batch, index, clock)
+                if index >= warmup:
                     seconds[model].append(elapsed)
                     timed += elapsed
     m = configs["aaren"].model

@@ -13,18 +13,21 @@ from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.tasks.rl.data import RLDataModule
 from recurrent_attention.tasks.rl.formats import Trajectory
 from recurrent_attention.tasks.rl.module import DecisionTransformerModule
+from tests.helpers.d4rl_files import hopper_score, mean_episode_return, write_tiny_d4rl
 
 STATE_DIM, ACT_DIM, K = 3, 2, 4
 
 
-def make_module(warmup_steps: int = 10, lr: float = 1e-3) -> DecisionTransformerModule:
+def make_module(
+    warmup_steps: int = 10, lr: float = 1e-3, state_dim: int = STATE_DIM, act_dim: int = ACT_DIM
+) -> DecisionTransformerModule:
     torch.manual_seed(0)
     return DecisionTransformerModule(
         Aaren(d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0),
         partial(torch.optim.AdamW, lr=lr),
         env="hopper",
-        state_dim=STATE_DIM,
-        act_dim=ACT_DIM,
+        state_dim=state_dim,
+        act_dim=act_dim,
         target_return=100.0,
         context_len=K,
         warmup_steps=warmup_steps,
@@ -81,17 +84,21 @@ def learning_rates(tmp_path, warmup_steps: int, updates: int = 30) -> list[float
     actions = rng.uniform(-1, 1, (9, ACT_DIM)).astype(np.float32)
     data.trajectories = [Trajectory(observations, actions, np.ones(9, np.float32), True)]
     rates = LearningRates()
-    trainer = L.Trainer(
-        max_epochs=1,
-        callbacks=[rates],
+    quiet_trainer(tmp_path, max_epochs=1, callbacks=[rates]).fit(
+        make_module(warmup_steps=warmup_steps, lr=1e-3), datamodule=data
+    )
+    return rates.seen
+
+
+def quiet_trainer(tmp_path, **kwargs) -> L.Trainer:
+    return L.Trainer(
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         default_root_dir=tmp_path,
+        **kwargs,
     )
-    trainer.fit(make_module(warmup_steps=warmup_steps, lr=1e-3), datamodule=data)
-    return rates.seen
 
 
 def test_linear_warm_up_as_min_dt_then_constant(tmp_path) -> None:
@@ -101,3 +108,17 @@ def test_linear_warm_up_as_min_dt_then_constant(tmp_path) -> None:
     # a warm-up longer than half the run is cut to half of it, so the full rate is reached
     expected = [1e-3 * min((step + 1) / 15, 1.0) for step in range(30)]
     np.testing.assert_allclose(learning_rates(tmp_path, warmup_steps=1000), expected, rtol=1e-6)
+
+
+def test_summary_records_the_trained_files_mean_episode_return_raw_and_normalised(tmp_path) -> None:
+    """What the RL tables set beside the scores: the mean return of the episodes of the very file the
+    run learnt from, counted here by hand from its rewards and episode-end flags."""
+    path = write_tiny_d4rl(tmp_path / "hopper.hdf5")
+    data = RLDataModule(source=None, state_dim=11, act_dim=3, path=str(path), context_len=K, batch_size=2)
+    module = make_module(state_dim=11, act_dim=3)
+    quiet_trainer(tmp_path, max_steps=1).fit(module, datamodule=data)
+    extras = module.summary_extras()
+    expected = mean_episode_return(path)
+    assert extras["data"]["episodes"] == 4
+    assert extras["data_mean_return"] == pytest.approx(expected, rel=1e-6)
+    assert extras["data_mean_score"] == pytest.approx(hopper_score(expected), rel=1e-6)

@@ -6,7 +6,11 @@ score seen: under ``compat=reference`` (``experiment=aaren/rl``) the paper's col
 that best-of-evaluations score (``score_best_periodic``); under ``compat=default`` beside the last
 checkpoint's ``score_window``. Runs on any other data (a self-collected
 task, or ``task.datamodule.path=`` on a D4RL task) go to a separate table that says so and has no
-paper column: its numbers are not comparable with D4RL's.
+paper column: its numbers are not comparable with D4RL's. Runs on the datasets D4RL's recipe made
+here (``make rl-data-sac``; tasks ``<env>_<kind>_sac``) get one table per preset and protocol with
+every dataset's rows, the normalised score of each rollout mode, the mean return of the data the run
+learnt from (raw and normalised, from its summary), and D4RL's published numbers in the notes only,
+labelled as coming from different data.
 """
 
 from __future__ import annotations
@@ -17,8 +21,15 @@ from pathlib import Path
 import pandas as pd
 
 from recurrent_attention.results.grouping import own_data
-from recurrent_attention.results.layouts import aaren_paper, family_runs, protocol_tables
-from recurrent_attention.results.tables import Table, compare, provenance
+from recurrent_attention.results.layouts import AAREN_MODELS, aaren_paper, family_runs, protocol_tables
+from recurrent_attention.results.tables import (
+    Table,
+    compare,
+    format_pm,
+    load_reference,
+    override_notes,
+    provenance,
+)
 
 PAPER_ENVS = {"halfcheetah": "HalfCheetah", "hopper": "Hopper", "walker2d": "Walker", "ant": "Ant"}
 PAPER_DATASETS = {"medium": "Medium", "medium_replay": "Med-Replay", "medium_expert": "Med-Expert"}
@@ -28,11 +39,33 @@ METRICS = [f"{kind}_{mode}" for kind in ("score", "return", "length") for mode i
 SPEED_METRICS = [f"{kind}_{mode}" for kind in ("ms_per_step", "env_steps_per_s") for mode in MODES]
 # min-DT's best-of-periodic-evaluations score, which compat=reference records
 BEST_OF = "score_best_periodic"
+# the datasets D4RL's recipe made here (conf/task/rl/<env>_<kind>_sac.yaml, `make rl-data-sac`)
+RECIPE_SUFFIX = "_sac"
+# The Decision Transformer paper's D4RL scores (Chen et al. 2021, Table 2; mean ± std over 3 seeds),
+# beside the recipe table for orientation only: they were trained on D4RL's files, not on ours.
+DT_PAPER = {
+    ("HalfCheetah", "Medium"): (42.6, 0.1),
+    ("HalfCheetah", "Med-Replay"): (36.6, 0.8),
+    ("HalfCheetah", "Med-Expert"): (86.8, 1.3),
+    ("Hopper", "Medium"): (67.6, 1.0),
+    ("Hopper", "Med-Replay"): (82.7, 7.0),
+    ("Hopper", "Med-Expert"): (107.6, 1.8),
+    ("Walker", "Medium"): (74.0, 1.4),
+    ("Walker", "Med-Replay"): (66.6, 3.0),
+    ("Walker", "Med-Expert"): (108.1, 0.2),
+}
+# summary fields -> the recipe table's data columns (the offline episodes' mean return, raw and normalised)
+DATA_COLUMNS = {"data_mean_return": "data mean return", "data_mean_score": "data mean score"}
 MODE_NOTE = (
     "window: the last K=20 steps re-run at every step (the Decision Transformer's evaluation); "
     "stream: the backbone state carried from the episode's first step (Aaren: constant memory; "
     "Transformer: a KV cache over the whole episode); staggered: two states restarted every K steps, "
     "K/2 apart, the older one acting (a context of K/2+1 to K steps, as in training; constant memory)."
+)
+BEST_OF_NOTE = (
+    "score_best_periodic: the best window-mode score of the evaluations during training, as "
+    "min-decision-transformer prints it (what the papers report); the score_<mode> columns are the "
+    "last checkpoint's."
 )
 PAPER_NOTES = {
     "reference": (
@@ -50,6 +83,13 @@ def paper_key(dataset: str) -> tuple[str, str] | None:
     if env in PAPER_ENVS and kind in PAPER_DATASETS:
         return PAPER_ENVS[env], PAPER_DATASETS[kind]
     return None
+
+
+def recipe_key(task: str) -> tuple[str, str] | None:
+    """``rl/hopper_medium_replay_sac`` -> ``("Hopper", "Med-Replay")``: a task on data D4RL's recipe made
+    here. Runs on own files record the file's name as their dataset, so the task names the recipe."""
+    name = task.removeprefix("rl/")
+    return paper_key(name.removesuffix(RECIPE_SUFFIX)) if name.endswith(RECIPE_SUFFIX) else None
 
 
 def on_d4rl(row: pd.Series) -> bool:
@@ -105,15 +145,85 @@ def _no_paper(row: dict, metric: str) -> None:
     """Self-collected data has no paper number (``compare`` is given no reference to look in)."""
 
 
+def different_data_notes(tasks: list[str], reference: pd.DataFrame | None) -> list[str]:
+    """Per recipe task: D4RL's published Decision Transformer and Aaren-paper scores, which come
+    from D4RL's files and so orient the reader without being a target for these rows."""
+    notes = []
+    for task in tasks:
+        env, kind = recipe_key(task)
+        words = []
+        if (env, kind) in DT_PAPER:
+            words.append(
+                f"Decision Transformer (Chen et al. 2021, Table 2) {format_pm(*DT_PAPER[env, kind], 1)}"
+            )
+        for model, name in AAREN_MODELS.items():
+            paper = aaren_paper(reference, {"model": model}, kind, env=env) if reference is not None else None
+            if paper is not None:
+                words.append(f"Aaren paper Table 1 {name} {format_pm(*paper, 2)}")
+        if words:
+            notes.append(
+                f"{task}, DIFFERENT DATA (D4RL's {env} {kind} v2 file, not this one): {'; '.join(words)}."
+            )
+    return notes
+
+
+def _recipe_command(tasks: list[str], preset: str, compat: str) -> str:
+    """``make rl-sac`` for its own budget; other presets are swept by hand (the experiment's sizes
+    would override them)."""
+    if (preset, compat) == ("cpu", "reference"):
+        return "make rl-sac (experiment=aaren/rl_hopper_sac: its cpu budget, docs/rl.md)"
+    return (
+        f"python train.py -m task={','.join(tasks)} model=transformer,aaren seed=1,2,3 "
+        f"preset={preset} task.compat={compat}"
+    )
+
+
+def _recipe_tables(runs: pd.DataFrame, reference_dir: Path | None) -> list[Table]:
+    """One table per preset and protocol over every recipe dataset (``rl_sac_<preset>_<compat>``)."""
+    reference = load_reference("aaren_rl.csv", reference_dir)
+    tables = []
+    for (preset, compat), part in runs.groupby(["preset", "compat"], dropna=False):
+        tasks = sorted(part["task"].unique())
+        scores = [f"score_{mode}" for mode in MODES]
+        metrics = [BEST_OF, *scores] if compat == "reference" else scores
+        frame, run_notes = compare(
+            part, ["task", "dataset"], metrics, None, _no_paper, digits=1, means=list(DATA_COLUMNS)
+        )
+        frame = _drop_empty_paper_columns(frame).rename(columns=DATA_COLUMNS)
+        notes = [
+            "Data made here with D4RL's recipe (`make rl-data-sac`: SAC's medium policy, its replay buffer "
+            "up to it, medium + expert), NOT D4RL's files. D4RL-normalised score (0 = random, 100 = D4RL "
+            "expert) over the evaluation episodes in the real gymnasium MuJoCo environment; mean ± sample "
+            "std over seeds.",
+            MODE_NOTE,
+            "data mean return / data mean score: the mean return of the offline episodes the run learnt "
+            "from (raw; D4RL-normalised), as its summary recorded at train time; a return-conditioned "
+            "policy should beat it on medium_replay and approach the expert part on medium_expert.",
+            *([BEST_OF_NOTE] if compat == "reference" else []),
+            *different_data_notes(tasks, reference),
+            *run_notes,
+            *override_notes(part, "task"),
+            *provenance(part),
+            f"command: make rl-data-sac, then {_recipe_command(tasks, preset, compat)}",
+        ]
+        title = (
+            f"Decision Transformer on D4RL's recipe made here ({preset} preset, {compat} protocol; not D4RL)"
+        )
+        tables.append(Table(f"rl_sac_{preset}_{compat}", title, frame, notes, part))
+    return tables
+
+
 def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
     runs = family_runs(runs, "rl")
     if runs.empty:
         return []
     d4rl = runs.apply(on_d4rl, axis=1).astype(bool)
+    recipe = runs["task"].map(lambda task: recipe_key(str(task)) is not None).astype(bool)
     tables = protocol_tables(
         runs[d4rl], "rl", "Decision Transformer on D4RL", "aaren_rl.csv", reference_dir, _d4rl_contents
     )
-    for (dataset, preset), part in runs[~d4rl].groupby(["dataset", "preset"], dropna=False):
+    tables += _recipe_tables(runs[recipe], reference_dir) if recipe.any() else []
+    for (dataset, preset), part in runs[~d4rl & ~recipe].groupby(["dataset", "preset"], dropna=False):
         metrics = [*METRICS, *SPEED_METRICS]
         frame, run_notes = compare(part, ["dataset"], metrics, None, _no_paper, digits=1)
         frame = _drop_empty_paper_columns(frame)

@@ -154,14 +154,18 @@ class DecisionTransformerModule(TaskModule):
     def summary_extras(self) -> dict[str, Any]:
         """Every episode's raw return and length per mode, the target return and the data's returns.
 
-        ``data_mean_return`` (the offline episodes' mean return) is what a policy conditioned on a
-        high return should beat.
+        ``data_mean_return`` (the offline episodes' mean return) and ``data_mean_score`` (the same,
+        D4RL-normalised) are what a policy conditioned on a high return should beat; recorded here,
+        the table shows them beside the scores without reading the data file again.
         """
         datamodule = self._trainer.datamodule if self._trainer is not None else None
         data = datamodule.describe() if datamodule is not None and datamodule.trajectories else {}
+        mean_return = data.get("mean_return")
+        mean_score = None if mean_return is None else float(normalized_score(mean_return, self.env))
         return {
             "data": data,
-            "data_mean_return": data.get("mean_return"),
+            "data_mean_return": mean_return,
+            "data_mean_score": mean_score,
             "evaluation": {
                 "env": env_spec(self.env).env_id,
                 "target_return": self.target_return,
