@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from recurrent_attention.results.summary import SUMMARY_NAME, atomic_write_text
 
 TSF_RUN = {
@@ -54,3 +56,14 @@ def failure(folder: Path, seed: int, error: str, **fields: Any) -> Path:
     path = folder / "failed.json"
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     return path
+
+
+def aaren_rl_reference(folder: Path) -> Path:
+    """A reference folder holding one row of the paper's RL table (Aaren, Hopper medium), as
+    ``shared/reference/aaren_rl.csv`` writes it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(
+        [["Hopper", "Medium", "Aaren", 80.86, 4.77, True]],
+        columns=["env", "dataset", "model", "mean", "std", "bold"],
+    ).to_csv(folder / "aaren_rl.csv", index=False)
+    return folder

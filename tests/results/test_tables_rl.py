@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from recurrent_attention.results.collect import load_runs
 from recurrent_attention.results.layouts.rl import build
 from recurrent_attention.results.summary import write_summary
+from tests.helpers.run_records import aaren_rl_reference
 
 
 def fake_run(
@@ -52,12 +51,7 @@ def test_d4rl_and_own_data_tables(tmp_path: Path) -> None:
     fake_run(runs / "self/seed1", "hopper_selfcollected", "transformer", 1, 30.0, 142.3)
     # min-DT's protocol (experiment=aaren/rl): the paper stands beside the best periodic score
     fake_run(runs / "ref/seed1", "hopper_medium", "aaren", 1, 60.0, 1400.0, compat="reference")
-    reference = tmp_path / "ref"
-    reference.mkdir()
-    pd.DataFrame(
-        [["Hopper", "Medium", "Aaren", 80.86, 4.77, True]],
-        columns=["env", "dataset", "model", "mean", "std", "bold"],
-    ).to_csv(reference / "aaren_rl.csv", index=False)
+    reference = aaren_rl_reference(tmp_path / "ref")
 
     tables = {t.name: t for t in build(load_runs([runs]), reference)}
     assert sorted(tables) == [

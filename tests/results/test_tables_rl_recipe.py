@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from recurrent_attention.results.collect import load_runs
@@ -13,6 +12,7 @@ from recurrent_attention.results.commits import commit_problems
 from recurrent_attention.results.layouts.rl import build
 from recurrent_attention.results.summary import write_summary
 from tests.helpers.d4rl_files import hopper_score, mean_episode_return, write_tiny_d4rl
+from tests.helpers.run_records import aaren_rl_reference
 
 
 @pytest.mark.slow
@@ -83,12 +83,7 @@ def test_recipe_table_rows_notes_and_mixed_commits(tmp_path: Path) -> None:
                 "overrides": [],
             },
         )
-    reference = tmp_path / "ref"
-    reference.mkdir()
-    pd.DataFrame(
-        [["Hopper", "Medium", "Aaren", 80.86, 4.77, True]],
-        columns=["env", "dataset", "model", "mean", "std", "bold"],
-    ).to_csv(reference / "aaren_rl.csv", index=False)
+    reference = aaren_rl_reference(tmp_path / "ref")
 
     tables = {t.name: t for t in build(load_runs([tmp_path / "runs"]), reference)}
     assert sorted(tables) == ["rl_sac_cpu_default", "rl_sac_cpu_reference"]
