@@ -179,7 +179,7 @@ def targets_table(report: dict) -> str:
 def exported_steps(models: dict, folder: Path) -> tuple[dict, dict[str, Path]]:
     """Both models' steps exported to ONNX: each started from that model's state (see
     ``step_timings``), and the files they were written to."""
-    from recurrent_attention.models.export import OnnxStream, export_onnx, pack_state
+    from recurrent_attention.models.export import OnnxStream, export_onnx
     from recurrent_attention.models.export_kv import OnnxKVStream, export_transformer_onnx
 
     aaren = export_onnx(models["aaren"], folder / "aaren.onnx")
@@ -187,7 +187,7 @@ def exported_steps(models: dict, folder: Path) -> tuple[dict, dict[str, Path]]:
     steps = {
         "aaren_onnx": (
             "aaren",
-            lambda state: stream_step(OnnxStream(aaren, tuple(t.numpy() for t in pack_state(state)))),
+            lambda state: stream_step(OnnxStream(aaren, state)),
         ),
         "transformer_onnx": (
             "transformer",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -9,56 +10,129 @@ import pytest
 import torch
 
 from recurrent_attention.models import Aaren, Transformer
-from recurrent_attention.models.export import OnnxStep, OnnxStream, export_onnx, pack_state
+from recurrent_attention.models.export import (
+    LaneStep,
+    OnnxStep,
+    OnnxStream,
+    export_onnx,
+    lane_state,
+    onnx_session,
+    scan_state,
+    state_names,
+)
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("onnxscript")
+D_MODEL, HEADS, LAYERS = 16, 4, 2
+needs_onnx = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnxscript")),
+    reason="the deploy extra (onnxruntime, onnxscript) is not installed",
+)
+
+
+def model(**options: object) -> Aaren:
+    torch.manual_seed(0)
+    return Aaren(D_MODEL, HEADS, LAYERS, 32, dropout=0.0, **options).eval()
+
+
+def assert_states_close(actual: list, expected: list, **tolerance: float) -> None:
+    for got, want in zip(actual, expected, strict=True):
+        for got_part, want_part in zip(got, want, strict=True):
+            torch.testing.assert_close(got_part, want_part, **tolerance)
+
+
+def test_lane_state_round_trips_and_repeats_each_head_over_its_lanes() -> None:
+    torch.manual_seed(2)
+    state = model().init_state(3)
+    state = [type(layer)(*(torch.randn_like(part) for part in layer)) for layer in state]
+    lanes = lane_state(state)
+    assert [t.shape for t in lanes] == [(3, D_MODEL)] * 3 * LAYERS
+    d_head = D_MODEL // HEADS
+    torch.testing.assert_close(lanes[0][:, d_head : 2 * d_head], state[0].m[:, 1:2].expand(3, d_head))
+    assert_states_close(scan_state(lanes, HEADS), state, rtol=0, atol=0)
+    assert state_names(LAYERS) == ["m0", "u0", "w0", "m1", "u1", "w1"]
+
+
+@pytest.mark.parametrize("options", [{}, {"norm_first": True, "final_norm": False}])
+def test_lane_step_equals_the_eager_step(options: dict) -> None:
+    """The graph's eager form against the model's step over 20 tokens from an empty state (float64)."""
+    m = model(**options).double()
+    graph = LaneStep(m, torch.float64)
+    x = torch.randn(20, 3, D_MODEL, dtype=torch.float64) * 3.0
+    state = m.init_state(3, dtype=torch.float64)
+    lanes = lane_state(state)
+    with torch.no_grad():
+        for x_t in x:
+            expected, state = m.step(x_t, state)
+            y, *lanes = graph(x_t, *lanes)
+            torch.testing.assert_close(y, expected, rtol=1e-12, atol=1e-12)
+    assert_states_close(scan_state(lanes, HEADS), state, rtol=1e-12, atol=1e-12)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> tuple[Aaren, Path]:
     """An Aaren and its exported step, exported once (seconds) for the tests that only read them."""
-    torch.manual_seed(0)
-    model = Aaren(16, 4, 2, 32, dropout=0.0).eval()
-    return model, export_onnx(model, tmp_path_factory.mktemp("export") / "step.onnx")
+    m = model()
+    return m, export_onnx(m, tmp_path_factory.mktemp("export") / "step.onnx")
 
 
+@needs_onnx
 @pytest.mark.slow
 def test_onnx_step_equals_eager_step_over_100_tokens(exported) -> None:
     model, path = exported
     onnx_step = OnnxStep(path)
     batch = 3  # exported with batch 2: the batch size must stay free
     torch.manual_seed(1)
-    x = torch.randn(100, batch, 16) * 3.0
+    x = torch.randn(100, batch, D_MODEL) * 3.0
     state = model.init_state(batch)
-    onnx_state = tuple(t.numpy() for t in pack_state(state))
+    onnx_state = [t.numpy() for t in lane_state(state)]
     with torch.no_grad():
         for x_t in x:
             y_t, state = model.step(x_t, state)
             onnx_y, onnx_state = onnx_step(x_t.numpy(), onnx_state)
             np.testing.assert_allclose(onnx_y, y_t.numpy(), rtol=1e-4, atol=1e-5)
-    for eager, exported in zip(pack_state(state), onnx_state, strict=True):
-        np.testing.assert_allclose(exported, eager.numpy(), rtol=1e-4, atol=1e-5)
-    assert onnx_state[2].shape == (2, batch, 4, 4)
+    assert_states_close(
+        scan_state([torch.from_numpy(a) for a in onnx_state], HEADS), state, rtol=1e-4, atol=1e-5
+    )
+    assert [a.shape for a in onnx_state] == [(batch, D_MODEL)] * 3 * LAYERS
 
 
+@needs_onnx
 @pytest.mark.slow
 def test_onnx_stream_keeps_the_state_and_equals_eager_step_over_100_tokens(exported) -> None:
     """The IO-bound stream swaps two state buffers: every token must read the state the last one wrote."""
     model, path = exported
     batch = 3
     torch.manual_seed(1)
-    x = torch.randn(100, batch, 16) * 3.0
+    x = torch.randn(100, batch, D_MODEL) * 3.0
     state = model.init_state(batch)
-    stream = OnnxStream(path, tuple(t.numpy() for t in pack_state(state)))
+    stream = OnnxStream(path, state)
     with torch.no_grad():
         for x_t in x:
             y_t, state = model.step(x_t, state)
             np.testing.assert_allclose(stream.push(x_t.numpy()), y_t.numpy(), rtol=1e-4, atol=1e-5)
-    for eager, exported in zip(pack_state(state), stream.state, strict=True):
-        np.testing.assert_allclose(exported, eager.numpy(), rtol=1e-4, atol=1e-5)
+    assert_states_close(stream.state, state, rtol=1e-4, atol=1e-5)
+    assert stream.state_bytes == 3 * LAYERS * batch * D_MODEL * 4
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_exported_graph_slices_and_stacks_no_state(exported) -> None:
+    """Per-layer state inputs and constant weights: the graph holds none of the nodes that cut a
+    joint state apart, stack it again or lay out weights (each a fixed cost per token at runtime)."""
+    import onnx
+
+    ops = {node.op_type for node in onnx.load(exported[1]).graph.node}
+    assert not ops & {"Slice", "Concat", "Squeeze", "Unsqueeze", "Transpose", "ReduceSum", "Reshape"}
 
 
 def test_only_aaren_exports(tmp_path) -> None:
     with pytest.raises(TypeError, match="only Aaren's step"):
         export_onnx(Transformer(16, 4, 1, 32), tmp_path / "step.onnx")
+
+
+@needs_onnx
+def test_one_row_streams_run_without_prepacking_or_memory_reuse(exported) -> None:
+    """What made the batch-1 step faster, kept to batch 1 (at batch 64 it made it slower)."""
+    one, many = (onnx_session(exported[1], 1, batch).get_session_options() for batch in (1, 64))
+    assert one.get_session_config_entry("session.disable_prepacking") == "1"
+    assert not one.enable_mem_reuse
+    assert many.enable_mem_reuse

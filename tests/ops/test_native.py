@@ -326,3 +326,17 @@ def test_each_checkout_builds_into_its_own_cache_folder(tmp_path, monkeypatch) -
     assert names[0] != names[1]
     assert names[0] == names[2]
     assert names[0] != native.build_name(["-O2"])
+
+
+def test_compiled_aaren_step_declines_under_grad() -> None:
+    """The compiled step has no backward: once built, a step with gradients on must still take the
+    Python path (the check is the compiled step's own, ``try_step``)."""
+    require_native()
+    torch.manual_seed(0)
+    model = Aaren(16, 4, 2, 32, dropout=0.0).eval()
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        model.step(x, model.init_state(2))
+    assert model._compiled_step is not None
+    y, _ = model.step(x, model.init_state(2))
+    assert y.requires_grad

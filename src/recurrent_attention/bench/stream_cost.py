@@ -26,7 +26,7 @@ from torch import Tensor
 
 from recurrent_attention.bench.streaming import state_bytes, stream_step
 from recurrent_attention.models.base import Backbone
-from recurrent_attention.models.export import OnnxStream, pack_state
+from recurrent_attention.models.export import OnnxStream
 from recurrent_attention.models.export_kv import OnnxKVStream
 
 _PROC = Path("/proc/self")
@@ -83,8 +83,8 @@ class StreamSpec:
             stream = OnnxKVStream(self.onnx, empty, self.capacity)
             held = stream.cache_bytes
         else:
-            stream = OnnxStream(self.onnx, tuple(t.numpy() for t in pack_state(empty)))
-            held = state_bytes(stream.state)
+            stream = OnnxStream(self.onnx, empty)
+            held = stream.state_bytes
         return StreamRunner(stream_step(stream), None, lambda _: held, numpy=True)
 
 

@@ -21,7 +21,7 @@ import torch
 
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone, State
-from recurrent_attention.models.export import OnnxStream, pack_state
+from recurrent_attention.models.export import OnnxStream
 from recurrent_attention.models.transformer import KVCache, Transformer
 from recurrent_attention.ops import ScanState
 
@@ -120,7 +120,7 @@ def check_and_time(backbone: Aaren, path: str | Path, tokens: int, threads: int 
     backbone = backbone.float().eval()
     x = torch.randn(tokens, 1, backbone.d_model, generator=torch.Generator().manual_seed(seed))
     state = backbone.init_state(1)
-    stream = OnnxStream(path, tuple(t.numpy() for t in pack_state(state)), threads)
+    stream = OnnxStream(path, state, threads)
     worst = 0.0
     with torch.no_grad():
         for x_t in x:

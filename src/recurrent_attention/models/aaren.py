@@ -173,17 +173,33 @@ class Aaren(LayerStack):
         del attn_dropout
         mixers = [AarenAttention(d_model, n_heads, path, qkv_bias) for _ in range(n_layers)]
         super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)
-        self._compiled_step: tuple[list, object] | None = None
+        self._compiled_step: object | None = None
 
     def step(self, x_t: Tensor, state: list[ScanState]) -> tuple[Tensor, list[ScanState]]:
-        stepper = self._compiled_stepper(x_t, state)
-        if stepper is None:
+        stepped = self._try_compiled_step(x_t, state)
+        if stepped is None:
             return super().step(x_t, state)
-        y_t, flat = stepper.step(x_t, [t for layer in state for t in layer])
+        y_t, flat = stepped
         return y_t, [ScanState(*flat[i : i + 3]) for i in range(0, len(flat), 3)]
 
+    def _try_compiled_step(self, x_t: Tensor, state: list[ScanState]) -> tuple[Tensor, list[Tensor]] | None:
+        """``(y_t, flat state)`` from the compiled step, or None where it does not apply.
+
+        The compiled step checks the token, the state, grad mode and its weights' version counters
+        itself (``try_step``): at one token each Python operation here costs several µs of a ~100 µs
+        step. Only when it declines is the layout checked (and the step rebuilt) here.
+        """
+        if self.training or torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return None
+        flat = [t for layer in state for t in layer]
+        stepper = self._compiled_step
+        stepped = None if stepper is None else stepper.try_step(x_t, flat)
+        if stepped is None and (stepper := self._compiled_stepper(x_t, state)) is not None:
+            stepped = stepper.try_step(x_t, flat)
+        return stepped
+
     def _compiled_stepper(self, x_t: Tensor, state: list[ScanState]) -> object | None:
-        """The compiled step for this token and state, built from (and with) the lean layout; None
+        """The compiled step for this token and state, built (again) from the lean layout; None
         where the lean path would not run, the kernels are unavailable, or dtypes differ."""
         dtype = self.blocks[0].mixer.query.dtype
         if self.training or torch.is_grad_enabled() or x_t.dim() != 2 or x_t.dtype != dtype:
@@ -194,10 +210,14 @@ class Aaren(LayerStack):
         if stepper_class is None:
             return None
         blocks, final_norm = self._lean_blocks()
-        cached = self._compiled_step
-        if cached is None or cached[0] is not blocks:
-            cached = self._compiled_step = (blocks, _build_stepper(stepper_class, self, blocks, final_norm))
-        return cached[1]
+        self._compiled_step = _build_stepper(stepper_class, self, blocks, final_norm)
+        return self._compiled_step
+
+    def _clear_lean_layout(self, *_: object) -> None:
+        """Also drop the compiled step: it holds the parameters it was built from, and a conversion or
+        a load with ``assign=True`` replaces them without changing their version counters."""
+        super()._clear_lean_layout()
+        self._compiled_step = None
 
 
 def _build_stepper(stepper_class: type, model: Aaren, blocks: list, final_norm: tuple | None) -> object:
@@ -227,4 +247,5 @@ def _build_stepper(stepper_class: type, model: Aaren, blocks: list, final_norm: 
         final_eps,
         proj.n_heads,
         proj.d_head,
+        list(model.parameters()),
     )

@@ -117,8 +117,8 @@ class OnnxKVStream:
     def __init__(self, path: str | Path, state: list[KVCache], capacity: int, threads: int = 1) -> None:
         import onnxruntime as ort
 
-        self.session = onnx_session(path, threads)
         keys, values = zip(*(layer.tokens() for layer in state), strict=True)
+        self.session = onnx_session(path, threads, batch=keys[0].shape[0])
         layers, (batch, heads, n, d_head) = len(state), keys[0].shape
         if capacity < n:
             raise ValueError(f"capacity {capacity} is below the {n} tokens already in the state")

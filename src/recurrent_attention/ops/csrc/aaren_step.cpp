@@ -44,7 +44,7 @@ void update_state(const scalar_t* scores, const scalar_t* values, int64_t row_st
 
 AarenStepper::AarenStepper(std::vector<Tensor> weights, std::vector<double> eps, bool norm_first,
                            bool gelu, std::optional<Tensor> final_weight, std::optional<Tensor> final_bias,
-                           double final_eps, int64_t heads, int64_t d_head)
+                           double final_eps, int64_t heads, int64_t d_head, std::vector<Tensor> sources)
     : weights_(std::move(weights)),
       eps_(std::move(eps)),
       norm_first_(norm_first),
@@ -53,9 +53,24 @@ AarenStepper::AarenStepper(std::vector<Tensor> weights, std::vector<double> eps,
       final_bias_(std::move(final_bias)),
       final_eps_(final_eps),
       heads_(heads),
-      d_head_(d_head) {
+      d_head_(d_head),
+      sources_(std::move(sources)) {
   TORCH_CHECK(weights_.size() % kWeightsPerBlock == 0 && eps_.size() * 6 == weights_.size(),
               "AarenStepper: 12 weights and 2 epsilons per block");
+  versions_.reserve(sources_.size());
+  for (const Tensor& source : sources_) versions_.push_back(source._version());
+}
+
+std::optional<std::tuple<Tensor, std::vector<Tensor>>> AarenStepper::try_step(
+    const Tensor& token, const std::vector<Tensor>& state) const {
+  const auto dtype = weights_.front().scalar_type();
+  if (at::GradMode::is_enabled() || !token.device().is_cpu() || token.dim() != 2 || token.scalar_type() != dtype)
+    return std::nullopt;
+  for (const Tensor& part : state)
+    if (!part.device().is_cpu() || part.scalar_type() != dtype) return std::nullopt;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i]._version() != versions_[i]) return std::nullopt;
+  return step(token, state);
 }
 
 std::tuple<Tensor, std::vector<Tensor>> AarenStepper::step(const Tensor& token,

@@ -11,9 +11,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<recurrent_attention::AarenStepper>(m, "AarenStepper",
                                                 "Aaren's eval step through every block, on laid-out weights")
       .def(py::init<std::vector<torch::Tensor>, std::vector<double>, bool, bool, std::optional<torch::Tensor>,
-                    std::optional<torch::Tensor>, double, int64_t, int64_t>(),
+                    std::optional<torch::Tensor>, double, int64_t, int64_t, std::vector<torch::Tensor>>(),
            py::arg("weights"), py::arg("eps"), py::arg("norm_first"), py::arg("gelu"), py::arg("final_weight"),
-           py::arg("final_bias"), py::arg("final_eps"), py::arg("heads"), py::arg("d_head"))
-      .def("step", &recurrent_attention::AarenStepper::step, "(y_t, [m, u, w per block])", py::arg("token"),
+           py::arg("final_bias"), py::arg("final_eps"), py::arg("heads"), py::arg("d_head"), py::arg("sources"))
+      .def("try_step", &recurrent_attention::AarenStepper::try_step,
+           "(y_t, [m, u, w per block]), or None where the compiled step does not apply", py::arg("token"),
            py::arg("state"));
 }

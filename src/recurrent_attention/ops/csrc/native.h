@@ -25,14 +25,21 @@ std::tuple<torch::Tensor, std::optional<torch::Tensor>> value_score_projection(
 // eval mode without gradients), on weights laid out once: per block, in this order, the values-
 // then-scores projection (d_model, d_model + H) and its bias, the output projection and bias, the
 // feed-forward's two (transposed) weights and biases, then the two layer norms' weights and biases;
-// per block the two layer norms' epsilons. The state is (m, u, w) per block, flat.
+// per block the two layer norms' epsilons. The state is (m, u, w) per block, flat. ``sources`` are
+// the parameters the weights were laid out from: their version counters are read at construction.
 class AarenStepper {
  public:
   AarenStepper(std::vector<torch::Tensor> weights, std::vector<double> eps, bool norm_first, bool gelu,
                std::optional<torch::Tensor> final_weight, std::optional<torch::Tensor> final_bias,
-               double final_eps, int64_t heads, int64_t d_head);
+               double final_eps, int64_t heads, int64_t d_head, std::vector<torch::Tensor> sources);
   std::tuple<torch::Tensor, std::vector<torch::Tensor>> step(const torch::Tensor& token,
                                                              const std::vector<torch::Tensor>& state) const;
+  // step() where it applies: gradients off, a CPU (batch, d_model) token and a state of the weights'
+  // dtype, and no source parameter changed in place since the layout (an optimiser step, a state-dict
+  // load); nullopt otherwise. These are the checks every token needs, done here because each Python
+  // operation around a one-token step costs more than the check itself.
+  std::optional<std::tuple<torch::Tensor, std::vector<torch::Tensor>>> try_step(
+      const torch::Tensor& token, const std::vector<torch::Tensor>& state) const;
 
  private:
   std::vector<torch::Tensor> weights_;
@@ -41,6 +48,8 @@ class AarenStepper {
   std::optional<torch::Tensor> final_weight_, final_bias_;
   double final_eps_;
   int64_t heads_, d_head_;
+  std::vector<torch::Tensor> sources_;
+  std::vector<int64_t> versions_;
 };
 
 }  // namespace recurrent_attention
