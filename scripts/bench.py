@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -230,6 +232,15 @@ def stream_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def invocation(argv: list[str]) -> str:
+    """This run's command line with what else sets its speed: the thread count the environment asks
+    for and the process's nice level (a figure means something only beside how it was measured)."""
+    threads = os.environ.get("OMP_NUM_THREADS")
+    level = os.nice(0)
+    prefix = [*([f"OMP_NUM_THREADS={threads}"] if threads else []), *([f"nice -n {level}"] if level else [])]
+    return " ".join([*prefix, "python scripts/bench.py", shlex.join(argv)]).strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -326,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": device_description(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "command": "OMP_NUM_THREADS=1 nice -n 10 make bench",
+        "command": invocation(sys.argv[1:] if argv is None else argv),
         "operator_shape": "B=32, H=4, d_head=32, fp32",
         "stream_model": f"d_model {d}, 4 heads, {args.stream_layers} layers",
         "params": {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()},
