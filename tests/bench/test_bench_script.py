@@ -1,5 +1,6 @@
-"""scripts/bench.py records the command it ran as, thread setting and nice level included: the
-committed bench once named a nice level its run did not have."""
+"""scripts/bench.py records the command it ran as, thread setting and nice level included (the
+committed bench once named a nice level its run did not have), and says when a missed training
+target was out of reach of any attention."""
 
 from __future__ import annotations
 
@@ -32,3 +33,28 @@ def test_invocation_leaves_out_what_was_not_set(bench_script, monkeypatch) -> No
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(bench_script.os, "nice", lambda increment: increment)
     assert bench_script.invocation([]) == "python scripts/bench.py"
+
+
+def _training_rows(transformer: float, aaren: float, unmixed: float) -> list[dict]:
+    common = {"family": "ef", "task": "ef/mimic", "shape": "batch 16", "note": ""}
+    rates = {"transformer": transformer, "aaren": aaren, "aaren_no_mixing": unmixed}
+    return [{**common, "model": model, "steps_per_s": rate} for model, rate in rates.items()]
+
+
+@pytest.mark.parametrize(
+    ("unmixed", "out_of_reach"), [(10.5, True), (11.0, False), (12.0, False)], ids=["below", "at", "above"]
+)
+def test_a_missed_training_target_says_when_no_attention_could_meet_it(
+    bench_script, unmixed: float, out_of_reach: bool
+) -> None:
+    report = {"steps": [], "operator": [], "training": _training_rows(10.0, 10.2, unmixed)}
+    (row,) = [r for r in bench_script.targets_table(report).splitlines() if "training steps/s, ef" in r]
+    assert "| 1.020x | MISSED" in row
+    assert ("out of reach of any attention" in row) == out_of_reach
+    if out_of_reach:
+        assert f"{unmixed / 10:.3f}x" in row
+
+
+def test_the_training_table_shows_the_ceiling_beside_the_ratio(bench_script) -> None:
+    table = bench_script.training_table(_training_rows(10.0, 10.2, 10.5))
+    assert table.splitlines()[-1].endswith("| 10.00 | 10.20 | 1.020x | 10.50 | 1.050x |")

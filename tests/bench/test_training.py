@@ -1,5 +1,6 @@
-"""The training benchmark: its stopping rule (on the synthetic sin dataset, generated in memory) and
-the Aaren/Transformer ratio its target and plot read."""
+"""The training benchmark: its stopping rule (on the synthetic sin dataset, generated in memory), the
+Aaren/Transformer ratio its target and plot read, and the no-token-mixing model whose ratio is that
+target's ceiling."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from recurrent_attention.bench import training
-from recurrent_attention.bench.training import aaren_speedups, family_timings
+from recurrent_attention.bench.training import NO_MIXING, aaren_speedups, family_timings, remove_token_mixing
+from recurrent_attention.models.aaren import Aaren
 from tests.helpers.d4rl_files import write_tiny_d4rl
 
 
@@ -39,10 +42,47 @@ def test_aaren_speedups_divide_each_familys_rates_and_leave_skipped_ones_unmeasu
     assert aaren_speedups(rows) == {"ef": 0.75, "rl": None, "tsf": 1.25}
 
 
+def test_the_ceiling_divides_the_unmixed_models_rate_and_is_none_where_it_was_not_timed() -> None:
+    rows = [
+        {"family": "tsf", "model": "transformer", "steps_per_s": 8.0},
+        {"family": "tsf", "model": "aaren", "steps_per_s": 10.0},
+        {"family": "tsf", "model": NO_MIXING, "steps_per_s": 12.0},
+        {"family": "ef", "model": "transformer", "steps_per_s": 4.0},
+        {"family": "ef", "model": "aaren", "steps_per_s": 3.0},
+    ]
+    assert aaren_speedups(rows, NO_MIXING) == {"ef": None, "tsf": 1.5}
+
+
+def _first_token_reach(model: Aaren) -> torch.Tensor:
+    """How much each output moves when only the first token changes (per position)."""
+    x = torch.randn(2, 5, 16)
+    changed = x.clone()
+    changed[:, 0] += 1.0
+    with torch.no_grad():
+        return (model(changed)[0] - model(x)[0]).abs().amax(dim=(0, 2))
+
+
+def test_without_token_mixing_each_output_depends_on_its_own_token_only() -> None:
+    torch.manual_seed(0)
+    mixing = Aaren(d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0).eval()
+    unmixed = remove_token_mixing(Aaren(d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0).eval())
+    assert (_first_token_reach(mixing)[1:] > 1e-4).all()
+    reach = _first_token_reach(unmixed)
+    assert reach[0] > 1e-4 and (reach[1:] == 0).all()
+
+
+def test_the_ceiling_model_takes_its_turn_on_the_same_batches() -> None:
+    timings = family_timings("ef", "ef/sin", steps=2, ceiling=True)
+    assert [t.model for t in timings] == [*training.MODELS, NO_MIXING]
+    assert _timed_steps(timings) == [2, 2, 2]
+
+
 def test_training_timings_measure_the_families_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(training, "FAMILY_TASKS", {"ef": "ef/sin", "tsf": "ef/sin"})
     timings = training.training_timings(steps=2, families=["ef"])
-    assert [(t.family, t.model) for t in timings] == [("ef", model) for model in training.MODELS]
+    assert [(t.family, t.model) for t in timings] == [
+        ("ef", model) for model in (*training.MODELS, NO_MIXING)
+    ]
 
 
 def test_other_sizes_warm_up_and_clock_as_asked(tmp_path: Path) -> None:

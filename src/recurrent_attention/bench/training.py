@@ -7,11 +7,18 @@ module's ``training_step`` on a real batch, ``backward``, gradient clipping wher
 and the optimiser's step (what Lightning's loop runs, without its bookkeeping). The two backbones
 take turns on the same batches (alternating which goes first), so a machine shared with other
 work slows both alike; the rate is one over the median step time.
+
+A third model takes its turn beside them: Aaren with its token mixing removed (each token's output is
+its own values; the projections, feed-forward blocks, head and optimiser are untouched). No attention
+mechanism can make a step cheaper than that, so its rate over the Transformer's is the ceiling of
+Aaren's speedup in a family: where the ceiling is under the target, the target is out of reach of any
+attention, and the benchmark says so rather than just "missed".
 """
 
 from __future__ import annotations
 
 import time
+import types
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -21,8 +28,11 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from torch import Tensor, nn
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.models.aaren import AarenAttention
+from recurrent_attention.ops import ScanState
 from recurrent_attention.tasks import register_families
 
 # One dataset per family whose files ship in the shared mirror (a small one where there is a choice);
@@ -36,6 +46,8 @@ FAMILY_TASKS = {
     "rl": "rl/hopper_selfcollected",
 }
 MODELS = ("transformer", "aaren")
+# Aaren without token mixing: the bound on what any attention could gain (module docstring).
+NO_MIXING = "aaren_no_mixing"
 # Issue 27: Aaren's training steps/s at least this many times the Transformer's, in every family.
 TARGET_SPEEDUP = 1.1
 
@@ -57,12 +69,31 @@ def _config(task: str, model: str, overrides: Sequence[str] = ("preset=cpu",)) -
         return compose("train", overrides=[f"task={task}", f"model={model}", *overrides, "~logger"])
 
 
+def _unmixed_forward(
+    self: AarenAttention, x: Tensor, state: ScanState | None = None
+) -> tuple[Tensor, ScanState | None]:
+    """:meth:`AarenAttention.forward` with the prefix attention taken out: every token's output is
+    its own values (the values-and-scores projection still runs, as any attention needs it)."""
+    _, values = self._scores_and_values(x, *self.value_score_projection())
+    return self.proj.merge_heads(values), state
+
+
+def remove_token_mixing(module: nn.Module) -> nn.Module:
+    """``module`` with every :class:`AarenAttention` in it mixing no tokens (for :data:`NO_MIXING`)."""
+    for layer in module.modules():
+        if isinstance(layer, AarenAttention):
+            layer.forward = types.MethodType(_unmixed_forward, layer)
+    return module
+
+
 class _Trainee:
     """One model's task module and optimiser, stepped on a batch at a time."""
 
-    def __init__(self, cfg: DictConfig) -> None:
+    def __init__(self, cfg: DictConfig, mixing: bool = True) -> None:
         L.seed_everything(0, verbose=False)
         self.module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone)).train()
+        if not mixing:
+            remove_token_mixing(self.module)
         # The optimiser configure_optimizers would build; its scheduler (one small call per step,
         # the same for both models) is left out, as some need a Trainer for their length.
         self.optimizer = self.module.optimizer_factory(self.module.parameters())
@@ -95,10 +126,12 @@ def family_timings(
     overrides: Sequence[str] = ("preset=cpu",),
     warmup: int = 2,
     clock: Callable[[], float] = time.perf_counter,
+    ceiling: bool = False,
 ) -> list[TrainingTiming]:
-    """Both backbones on shared batches of ``task`` (after ``warmup`` untimed ones): at least ``steps``
-    each, and more until the timed steps add up to ``min_seconds`` (a fast family's median then rests
-    on hundreds of steps, not on a fraction of a second of a shared machine). ``overrides`` are
+    """Both backbones (and, with ``ceiling``, :data:`NO_MIXING`) on shared batches of ``task`` (after
+    ``warmup`` untimed ones): at least ``steps`` each, and more until the timed steps add up to
+    ``min_seconds`` (a fast family's median then rests on hundreds of steps, not on a fraction of a
+    second of a shared machine). ``overrides`` are
     ``train.py``'s (the cpu preset by default; e.g. ``preset=paper`` to time the papers' sizes).
     ``clock`` measures a step: wall time by default; ``time.thread_time`` counts only this thread's
     CPU time, which on a machine other jobs share is closer to what the step costs alone."""
@@ -106,14 +139,16 @@ def family_timings(
     datamodule = instantiate(configs["aaren"].task.datamodule)
     datamodule.setup("fit")
     trainees = {model: _Trainee(cfg) for model, cfg in configs.items()}
-    seconds: dict[str, list[float]] = {model: [] for model in MODELS}
+    if ceiling:
+        trainees[NO_MIXING] = _Trainee(configs["aaren"], mixing=False)
+    seconds: dict[str, list[float]] = {model: [] for model in trainees}
     timed = 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # self.log outside a Trainer warns; nothing is logged here
         for index, batch in enumerate(_batches(datamodule)):
             if index >= steps + warmup and timed >= min_seconds:
                 break
-            order = MODELS if index % 2 else MODELS[::-1]
+            order = list(trainees) if index % 2 else list(trainees)[::-1]
             for model in order:
                 elapsed = trainees[model].step_seconds(batch, index, clock)
                 if index >= warmup:
@@ -133,8 +168,8 @@ def family_timings(
 def training_timings(
     steps: int, progress=None, min_seconds: float = 0.0, families: list[str] | None = None
 ) -> list[TrainingTiming]:
-    """Every family of ``families`` (default: all of :data:`FAMILY_TASKS`); one whose data is
-    missing is reported as skipped."""
+    """Every family of ``families`` (default: all of :data:`FAMILY_TASKS`), with its ceiling
+    (:data:`NO_MIXING`); one whose data is missing is reported as skipped."""
     from recurrent_attention.data import DataError
 
     results = []
@@ -144,9 +179,12 @@ def training_timings(
         if progress:
             progress(f"train {task}")
         try:
-            results += family_timings(family, task, steps, min_seconds)
+            results += family_timings(family, task, steps, min_seconds, ceiling=True)
         except DataError as err:
-            results += [TrainingTiming(family, task, model, None, note=f"skipped: {err}") for model in MODELS]
+            results += [
+                TrainingTiming(family, task, model, None, note=f"skipped: {err}")
+                for model in (*MODELS, NO_MIXING)
+            ]
     return results
 
 
@@ -154,12 +192,13 @@ def as_rows(timings: list[TrainingTiming]) -> list[dict]:
     return [asdict(t) for t in timings]
 
 
-def aaren_speedups(rows: list[dict]) -> dict[str, float | None]:
-    """Aaren's training steps/s over the Transformer's, per family (None where either was skipped):
-    the figure the issue-12 target and the plot both read."""
+def aaren_speedups(rows: list[dict], model: str = "aaren") -> dict[str, float | None]:
+    """``model``'s training steps/s over the Transformer's, per family (None where either was skipped
+    or not timed): for Aaren, the figure the issue-12 target and the plot both read; for
+    :data:`NO_MIXING`, the ceiling of that figure."""
     rates = {(r["family"], r["model"]): r["steps_per_s"] for r in rows}
     speedups = {}
     for family in sorted({f for f, _ in rates}):
-        aaren, transformer = rates[(family, "aaren")], rates[(family, "transformer")]
-        speedups[family] = None if aaren is None or transformer is None else aaren / transformer
+        rate, transformer = rates.get((family, model)), rates[(family, "transformer")]
+        speedups[family] = None if rate is None or transformer is None else rate / transformer
     return speedups
