@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from recurrent_attention.bench.training import TARGET_SPEEDUP, aaren_speedups
+from recurrent_attention.bench.training import NO_MIXING, TARGET_SPEEDUP, aaren_speedups
 
 
 def plot_bench(report: dict, path: str | Path) -> Path:
@@ -58,7 +58,18 @@ def plot_bench(report: dict, path: str | Path) -> Path:
     bars = axes[3].bar(
         list(speedups), list(speedups.values()), color="tab:orange", label="Aaren / Transformer"
     )
-    axes[3].bar_label(bars, fmt="%.2fx", fontsize=7)
+    axes[3].bar_label(bars, fmt="%.2fx", fontsize=7, label_type="center")
+    ceilings = {f: c for f, c in aaren_speedups(report["training"], NO_MIXING).items() if f in speedups}
+    if any(c is not None for c in ceilings.values()):
+        axes[3].scatter(
+            [f for f, c in ceilings.items() if c is not None],
+            [c for c in ceilings.values() if c is not None],
+            marker="_",
+            s=400,
+            color="black",
+            zorder=3,
+            label="ceiling: Aaren without token mixing",
+        )
     axes[3].axhline(
         TARGET_SPEEDUP, color="black", linestyle="--", linewidth=1, label=f"target: {TARGET_SPEEDUP}x"
     )
