@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -52,6 +51,7 @@ from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
 from recurrent_attention.runs.resume import ReproducibleEpochs
 from recurrent_attention.runs.sweep import note_failed_job
+from recurrent_attention.runs.wall_clock import WallClock
 from recurrent_attention.tasks import register_families
 
 register_resolvers()
@@ -148,14 +148,15 @@ def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
 
 def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """Train and test one configuration in ``run_dir``; returns the summary record."""
-    started = time.time()
+    clock = WallClock()
     L.seed_everything(cfg.seed, workers=True)
     datamodule = build(cfg.task.datamodule)
     backbone = build(cfg.model.backbone)
     module = build(cfg.task.module, backbone=backbone)
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False
+    callbacks = [clock, *_callbacks(cfg, run_dir)]
     trainer: L.Trainer = instantiate(
-        cfg.trainer, callbacks=_callbacks(cfg, run_dir), logger=logger, default_root_dir=str(run_dir)
+        cfg.trainer, callbacks=callbacks, logger=logger, default_root_dir=str(run_dir)
     )
     last = usable_checkpoint(run_dir / "checkpoints" / "last.ckpt")
     if last:
@@ -164,6 +165,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     checkpoint = tested_checkpoint(cfg, trainer)
     tested = trainer.test(module, datamodule=datamodule, ckpt_path=checkpoint, verbose=True)
+    segment_s = clock.segment_s()
     record = {
         **identity,
         "metrics": finite_metrics(tested, run_dir),
@@ -174,7 +176,9 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "best_checkpoint": best,
         "data": data_identity(cfg, with_paths=True),
         "tested_checkpoint": checkpoint or "",
-        "wall_time_s": time.time() - started,
+        # the whole run's seconds, earlier segments included, and those of this process alone
+        "wall_time_s": clock.earlier_s + segment_s,
+        "wall_time_segment_s": segment_s,
         "device": device_description(),
         "native_kernels": native.in_use(),  # Aaren's C++ CPU kernels (ops/native.py) or its PyTorch forms
         "overrides": list(HydraConfig.get().overrides.task),

@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import torch
 
 from recurrent_attention.data import sha256sum
 from tests.conftest import ROOT, read_summaries, run_train
@@ -85,11 +86,15 @@ def test_killed_run_resumes_to_the_metrics_of_an_unbroken_one(
     ]
     killed = run_train(command, tmp_path, env=WITH_HELPERS, check=False)
     assert killed.returncode == 137 and not read_summaries(tmp_path)
-    assert (run_dir_of(tmp_path) / "checkpoints" / "last.ckpt").is_file()
+    last = run_dir_of(tmp_path) / "checkpoints" / "last.ckpt"
+    before_kill_s = torch.load(last, weights_only=True)["callbacks"]["WallClock"]["seconds"]
     run_train(command, tmp_path, env=WITH_HELPERS)
     (resumed,) = read_summaries(tmp_path)
     assert resumed["resumed"] is True and resumed["epochs"] == 3
     assert resumed["metrics"] == uninterrupted["metrics"]
+    # the run's wall time is both segments', not the resumed one's alone
+    assert before_kill_s > 0
+    assert resumed["wall_time_s"] == pytest.approx(before_kill_s + resumed["wall_time_segment_s"], abs=1e-6)
 
 
 def test_sigterm_saves_a_checkpoint_and_the_resumed_run_is_exact(

@@ -192,3 +192,17 @@ def test_own_data_is_never_beside_a_paper_number(tmp_path: Path, reference: Path
     rows, _ = rows_of(runs, reference)
     paper = {row["mse (ours)"]: row["mse (paper)"] for row in rows}
     assert paper == {"0.400": "0.53 ± 0.04", "0.100": ""}
+
+
+def test_resumed_runs_timed_by_their_last_segment_are_named(tmp_path: Path, reference: Path) -> None:
+    """Runs resumed before whole-run timing report their last segment: the table says so and where."""
+    runs = tmp_path / "runs"
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5}, resumed=True, wall_time_s=400.0)
+    summary(runs / "a2", 2, {"mse": 0.5, "mae": 0.5}, resumed=False, wall_time_s=800.0)
+    timed = dict(resumed=True, wall_time_s=800.0, wall_time_segment_s=300.0)
+    summary(runs / "t1", 1, {"mse": 0.4, "mae": 0.5}, model="transformer", **timed)
+    summary(runs / "t2", 2, {"mse": 0.5, "mae": 0.5}, model="transformer", resumed=False)
+
+    _, notes = rows_of(runs, reference)
+    (note,) = [n for n in notes if n.startswith("wall s/run is a lower bound")]
+    assert note.endswith(": ETTh1 96 aaren seed 1.")

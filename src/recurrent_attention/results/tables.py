@@ -118,7 +118,25 @@ def run_notes(runs: pd.DataFrame, stats: pd.DataFrame, keys: Sequence[str]) -> l
     n_duplicates = int((runs["status"] == "duplicate").sum())
     if n_duplicates:
         notes.append(f"{n_duplicates} run record(s) found twice (the same run) were counted once.")
-    return notes
+    return notes + _last_segment_timing_notes(runs, shown)
+
+
+def _last_segment_timing_notes(runs: pd.DataFrame, shown: dict[str, str]) -> list[str]:
+    """Resumed runs from before ``wall_time_segment_s`` was recorded timed only their last segment."""
+    finished = runs[runs["status"] == "ok"]
+    resumed = finished.get("resumed", pd.Series(False, index=finished.index)).eq(True)
+    untimed = finished.get("wall_time_segment_s", pd.Series(np.nan, index=finished.index)).isna()
+    part = finished[resumed & untimed]
+    if part.empty:
+        return []
+    where = "; ".join(
+        f"{shown.get(key, key[:8])} seed {seed_ranges(runs_of_row['seed'])}"
+        for key, runs_of_row in part.groupby("config_key", sort=True)
+    )
+    return [
+        f"wall s/run is a lower bound for rows with resumed runs made before whole-run timing "
+        f"(they timed their last segment only): {where}."
+    ]
 
 
 def compare(
