@@ -130,7 +130,7 @@ def _last_segment_timing_notes(runs: pd.DataFrame, shown: dict[str, str]) -> lis
     if part.empty:
         return []
     where = "; ".join(
-        f"{shown.get(key, key[:8])} seed {seed_ranges(runs_of_row['seed'])}"
+        f"{shown[key]} seed {seed_ranges(runs_of_row['seed'])}"
         for key, runs_of_row in part.groupby("config_key", sort=True)
     )
     return [

@@ -3,6 +3,10 @@
 Without it, a resumed run's ``summary.json`` times only its last segment: a paper-size run killed
 at 90 % and resumed would report a tenth of what it cost. The time between the last checkpoint
 and a kill is not counted, since that work is done again, and counted, after the resume.
+
+Lightning's ``Timer`` callback also keeps elapsed time in checkpoints, but it times the training
+loop only (not data set-up and test) and restores its offset whenever a checkpoint is loaded, so
+``trainer.test(ckpt_path=best)`` would reset it to the best checkpoint's earlier time.
 """
 
 from __future__ import annotations
