@@ -53,7 +53,7 @@ tables:  ## tables from every run record under $(RUNS) -> outputs/tables/ (git-i
 results:  ## rewrite the committed results/*.md, *.csv from results/runs/ (refused unless each table's runs are one clean commit)
 	$(PYTHON) scripts/make_tables.py --runs results/runs --out results
 
-figures:  ## plots of the efficiency benchmark (results/bench/*.png) and of each committed table against the paper (results/figures/<table>.png)
+figures:  ## plots of the efficiency benchmark (results/bench/*.png) and of each committed table against the paper (results/figures/<table>.png, cell by cell in agreement.md)
 	$(PYTHON) scripts/bench.py --plot-only --out results/bench && $(PYTHON) scripts/paper_figures.py --out results/figures
 
 bench: data/rl/hopper_selfcollected.hdf5  ## ratios in one run: operator vs SDPA, per-token step (eager, ONNX) vs KV cache, training steps/s per family

@@ -7,7 +7,8 @@ x = paper, y = ours, both ± std as error bars, the diagonal y = x dashed, colou
 marker = setting; the title counts the points within std ours + std paper of the paper. Log axes
 when a metric's values are all positive and span a factor of 10 or more. Tables and metrics
 without paper numbers are skipped, and said so; a cell that is not a number, "mean ± std" or empty
-is an error naming the file, line and column. Writes <out>/<table>.png (default results/figures).
+is an error naming the file, line and column. Writes <out>/<table>.png (default results/figures)
+and <out>/agreement.md, every drawn cell as text: ours, the paper's, the gap, inside or not.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import pytest
 from recurrent_attention.results.paper_figures import (
     Cell,
     CellError,
+    agreement_markdown,
     draw,
     figures,
     metric_pairs,
@@ -142,7 +143,28 @@ def test_tables_and_metrics_without_paper_numbers_are_skipped_and_said(tmp_path:
         "(no paper column: nll step; acc %: no row has both numbers)"
     )
     assert lines[2].startswith(f"wrote {tmp_path / 'figures' / 'aaren_tsf_tiny.png'}: mse (1/3 agree)")
-    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["aaren_tsf_tiny.png"]
+    assert lines[3] == f"wrote {tmp_path / 'figures' / 'agreement.md'}: 1 of 5 cells inside"
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["aaren_tsf_tiny.png", "agreement.md"]
+
+
+def test_agreement_lists_every_drawn_cell_with_its_gap_and_verdict(tmp_path: Path) -> None:
+    """Hand-computed from TSF: |0.692 - 0.53| = 0.162 > 0.044, |0.488 - 0.49| = 0.002 <= 0.01, ..."""
+    text = agreement_markdown([read_table(_write(tmp_path, TSF))])
+    rows = [line for line in text.splitlines() if line.startswith("| horizon")]
+    assert rows == [
+        "| horizon 96 | aaren | mse | 0.692 ± 0.004 | 0.53 ± 0.04 | 0.162 | 0.044 | no |",
+        "| horizon 96 | transformer | mse | 0.488 | 0.49 ± 0.01 | 0.002 | 0.01 | yes |",
+        "| horizon 192 | aaren | mse | 0.709 ± 0.006 | 0.59 | 0.119 | 0.006 | no |",
+        "| horizon 96 | aaren | mae | 0.549 ± 0.004 | 0.52 ± 0.02 | 0.029 | 0.024 | no |",
+        "| horizon 192 | aaren | mae | -0.562 ± 0.005 | 0.55 ± 0.01 | 1.11 | 0.015 | no |",
+    ]
+    assert "## aaren_tsf_tiny\n\nETTh1: 1 of 5 cells inside." in text
+
+
+@pytest.mark.parametrize(("paper", "inside"), [("1.0 ± 0.25", "yes"), ("1.0 ± 0.24", "no")])
+def test_a_gap_equal_to_the_summed_stds_is_inside(tmp_path: Path, paper: str, inside: str) -> None:
+    table = read_table(_write(tmp_path, f"dataset,model,acc (ours),acc (paper)\nx,m,1.5 ± 0.25,{paper}\n"))
+    assert agreement_markdown([table]).splitlines()[-1].endswith(f"| {inside} |")
 
 
 def test_script_help_and_make_figures_draw_the_committed_tables(tmp_path: Path, capsys) -> None:

@@ -6,7 +6,9 @@ A table's CSV (as ``make results`` writes it) has its metrics in column pairs ``
 a point at x = paper, y = ours with both stds as error bars, beside the diagonal y = x; one subplot
 per metric, colour = model, marker = setting (the columns that tell the rows apart). A metric
 without a paper column or without any paper number is skipped, and said so; a cell that is none of
-the forms above is an error naming the file, line and column.
+the forms above is an error naming the file, line and column. The same points are also listed as
+text, cell by cell (``agreement.md``), so that a reader can quote which cells agree without reading
+numbers off a plot.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
+
+from recurrent_attention.results.summary import atomic_write_text
 
 OURS, PAPER = " (ours)", " (paper)"
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -68,9 +72,19 @@ class Point:
     ours: Cell
 
     @property
+    def gap(self) -> float:
+        """How far ours is from the paper's mean, in the metric's units."""
+        return abs(self.ours.mean - self.paper.mean)
+
+    @property
+    def tolerance(self) -> float:
+        """The largest gap that two estimates with these spreads cannot be told apart by."""
+        return self.ours.std + self.paper.std
+
+    @property
     def agrees(self) -> bool:
         """Whether ours and the paper's are within the sum of their stds of each other."""
-        return abs(self.ours.mean - self.paper.mean) <= self.ours.std + self.paper.std
+        return self.gap <= self.tolerance
 
 
 @dataclass
@@ -251,10 +265,42 @@ def _save_png(fig: plt.Figure, path: Path) -> None:
         raise
 
 
+def _cell_text(cell: Cell) -> str:
+    return f"{cell.mean:g} ± {cell.std:g}" if cell.std else f"{cell.mean:g}"
+
+
+def agreement_markdown(tables: list[TableFigure]) -> str:
+    """Every drawn point as a line: ours, the paper's, their gap and whether it is within the sum
+    of the two stds (the figures' rule), a section per table with its count of cells inside."""
+    lines = [
+        "# Ours against the paper, cell by cell",
+        "",
+        "Written by `make figures` from the tables' CSVs. A cell is inside when |ours - paper| <= "
+        "std ours + std paper (a bare number has std 0); the PNG beside this file named after each table "
+        "draws the same points.",
+    ]
+    for table in tables:
+        points = [(panel.metric, p) for panel in table.panels for p in panel.points]
+        inside = sum(p.agrees for _, p in points)
+        count = f"{inside} of {len(points)} cells inside."
+        lines += ["", f"## {table.name}", "", f"{table.common}: {count}" if table.common else count, ""]
+        lines += [
+            "| setting | model | metric | ours | paper | gap | std ours + std paper | inside |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p.setting} | {p.model} | {metric} | {_cell_text(p.ours)} | {_cell_text(p.paper)} "
+            f"| {p.gap:.3g} | {p.tolerance:.3g} | {'yes' if p.agrees else 'no'} |"
+            for metric, p in points
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def figures(tables: list[Path], out: str | Path) -> list[str]:
-    """Draw every table that has paper numbers into ``out/<table>.png``; one line per table saying
-    what was drawn or skipped and why."""
+    """Draw every table that has paper numbers into ``out/<table>.png`` and list their cells in
+    ``out/agreement.md``; one line per table saying what was drawn or skipped and why."""
     lines = []
+    drawn_tables = []
     for csv_path in tables:
         table = read_table(csv_path)
         skipped = "; ".join(table.skipped)
@@ -263,6 +309,7 @@ def figures(tables: list[Path], out: str | Path) -> list[str]:
             continue
         path = Path(out) / f"{table.name}.png"
         draw(table, path)
+        drawn_tables.append(table)
         drawn = ", ".join(
             f"{p.metric} ({sum(q.agrees for q in p.points)}/{len(p.points)} agree"
             + (f"; not drawn: {', '.join(p.not_drawn)}" if p.not_drawn else "")
@@ -270,4 +317,9 @@ def figures(tables: list[Path], out: str | Path) -> list[str]:
             for p in table.panels
         )
         lines.append(f"wrote {path}: {drawn}" + (f"; skipped {skipped}" if skipped else ""))
+    if drawn_tables:
+        listing = Path(out) / "agreement.md"
+        atomic_write_text(listing, agreement_markdown(drawn_tables))
+        points = [p for table in drawn_tables for panel in table.panels for p in panel.points]
+        lines.append(f"wrote {listing}: {sum(p.agrees for p in points)} of {len(points)} cells inside")
     return lines
