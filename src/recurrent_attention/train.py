@@ -49,7 +49,7 @@ from recurrent_attention.results.summary import (
 from recurrent_attention.runs.folder import set_aside_previous_run, usable_checkpoint
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
-from recurrent_attention.runs.resume import ReproducibleEpochs
+from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs
 from recurrent_attention.runs.sweep import note_failed_job
 from recurrent_attention.runs.wall_clock import WallClock
 from recurrent_attention.tasks import register_families
@@ -67,21 +67,19 @@ class NonFiniteMetricError(ValueError):
     """A test metric is NaN or infinite: the run failed, it has no number for a table."""
 
 
-def _callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
+def training_callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
+    """Best and last checkpoints, exact-resume reseeding, early stopping, then `callbacks` of the config."""
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
     monitor = cfg.task.monitor
     checkpoints = run_dir / "checkpoints"
+    last = LastCheckpoint(checkpoints)
     callbacks: list[L.Callback] = [
         ModelCheckpoint(
-            dirpath=checkpoints,
-            monitor=monitor.metric,
-            mode=monitor.mode,
-            save_last=True,
-            save_top_k=1,
-            filename="best",
+            dirpath=checkpoints, monitor=monitor.metric, mode=monitor.mode, save_top_k=1, filename="best"
         ),
-        ReproducibleEpochs(cfg.seed, checkpoints / "last.ckpt"),
+        last,
+        ReproducibleEpochs(cfg.seed, last.path),
     ]
     if monitor.get("patience") is not None:
         callbacks.append(EarlyStopping(monitor=monitor.metric, mode=monitor.mode, patience=monitor.patience))
@@ -135,15 +133,11 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
 def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     """The checkpoint the test reads: the best by ``task.monitor`` unless ``task.test_checkpoint=last``
     (PI-ViT tests its last epoch's weights)."""
+    if cfg.task.get("test_checkpoint", "best") == "last":
+        (last,) = (c for c in trainer.checkpoint_callbacks if isinstance(c, LastCheckpoint))
+        return str(last.path)
     callback = trainer.checkpoint_callback
-    if callback is None:
-        return None
-    chosen = (
-        callback.last_model_path
-        if cfg.task.get("test_checkpoint", "best") == "last"
-        else callback.best_model_path
-    )
-    return chosen or None
+    return (callback.best_model_path or None) if callback else None
 
 
 def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
@@ -154,7 +148,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     backbone = build(cfg.model.backbone)
     module = build(cfg.task.module, backbone=backbone)
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False
-    callbacks = [clock, *_callbacks(cfg, run_dir)]
+    callbacks = [clock, *training_callbacks(cfg, run_dir)]
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=callbacks, logger=logger, default_root_dir=str(run_dir)
     )

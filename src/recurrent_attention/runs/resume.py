@@ -23,11 +23,13 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import RandomSampler
 
 STATE_KEY = "reproducible_epochs"
+LAST_NAME = "last"
 
 
 def epoch_seed(seed: int, epoch: int, stream: int = 0) -> int:
@@ -147,3 +149,23 @@ class ReproducibleEpochs(L.Callback):
             and trainer.state.fn == TrainerFn.FITTING
         ):
             trainer.save_checkpoint(self.last_checkpoint)
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """``last.ckpt``, written at the end of every epoch, whether or not the monitored metric improved.
+
+    ``ModelCheckpoint(save_last=True)`` cannot be trusted with this: from Lightning 2.6 it copies
+    ``last.ckpt`` only when it also saves a top-k checkpoint, that is when the metric improves. A run
+    killed after epochs without improvement then resumes from its best epoch and trains the later
+    ones again (an ETTh1 paper-size epoch is 20 CPU-minutes, EF's patience 500 epochs), and a
+    protocol that tests "the last checkpoint" (PI-ViT) would test the best. Lightning runs checkpoint
+    callbacks after the others, in the order given, so placed after the best-checkpoint callback this
+    one saves the state it has just updated.
+    """
+
+    def __init__(self, dirpath: str | Path) -> None:
+        super().__init__(dirpath=dirpath, filename=LAST_NAME, save_top_k=1, enable_version_counter=False)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.dirpath) / f"{LAST_NAME}{self.FILE_EXTENSION}"
