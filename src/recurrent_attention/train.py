@@ -49,7 +49,7 @@ from recurrent_attention.results.summary import (
 from recurrent_attention.runs.folder import set_aside_previous_run, usable_checkpoint
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
-from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs
+from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs, last_checkpoint_path
 from recurrent_attention.runs.sweep import note_failed_job
 from recurrent_attention.runs.wall_clock import WallClock
 from recurrent_attention.tasks import register_families
@@ -72,11 +72,10 @@ def training_callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
     monitor = cfg.task.monitor
-    checkpoints = run_dir / "checkpoints"
-    last = LastCheckpoint(checkpoints)
+    last = LastCheckpoint(run_dir)
     callbacks: list[L.Callback] = [
         ModelCheckpoint(
-            dirpath=checkpoints, monitor=monitor.metric, mode=monitor.mode, save_top_k=1, filename="best"
+            dirpath=last.path.parent, monitor=monitor.metric, mode=monitor.mode, save_top_k=1, filename="best"
         ),
         last,
         ReproducibleEpochs(cfg.seed, last.path),
@@ -152,7 +151,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=callbacks, logger=logger, default_root_dir=str(run_dir)
     )
-    last = usable_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    last = usable_checkpoint(last_checkpoint_path(run_dir))
     if last:
         print(f"resuming from {last}", file=sys.stderr)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
@@ -230,7 +229,7 @@ def app(cfg: DictConfig) -> dict[str, Any] | None:
         return _stop(err, run_dir, multirun, EXIT_FOLDER_BUSY)
     except (SIGTERMException, KeyboardInterrupt):
         print(
-            f"interrupted: checkpoint saved to {run_dir / 'checkpoints' / 'last.ckpt'}; "
+            f"interrupted: checkpoint saved to {last_checkpoint_path(run_dir)}; "
             "run the same command to resume",
             file=sys.stderr,
         )

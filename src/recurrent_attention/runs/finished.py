@@ -18,8 +18,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.results.summary import SUMMARY_NAME
-
-CHECKPOINTS = "checkpoints"
+from recurrent_attention.runs.resume import CHECKPOINTS, last_checkpoint_path
 
 
 class RunFolderError(ValueError):
@@ -50,7 +49,7 @@ class FinishedRun:
 def named_checkpoint(run_dir: Path, summary: dict[str, Any]) -> Path:
     """The checkpoint ``summary.json`` names, looked up by name in the run's own ``checkpoints/``
     (the folder may have been moved or copied since the absolute path was written)."""
-    named = summary.get("best_checkpoint") or str(run_dir / CHECKPOINTS / "last.ckpt")
+    named = summary.get("best_checkpoint") or str(last_checkpoint_path(run_dir))
     checkpoint = run_dir / CHECKPOINTS / Path(named).name
     if not checkpoint.is_file():
         raise RunFolderError(

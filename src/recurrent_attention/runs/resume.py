@@ -29,7 +29,13 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import RandomSampler
 
 STATE_KEY = "reproducible_epochs"
+CHECKPOINTS = "checkpoints"
 LAST_NAME = "last"
+
+
+def last_checkpoint_path(run_dir: str | Path) -> Path:
+    """The run folder's resumable checkpoint: written after every epoch and on SIGTERM, read on restart."""
+    return Path(run_dir) / CHECKPOINTS / f"{LAST_NAME}{ModelCheckpoint.FILE_EXTENSION}"
 
 
 def epoch_seed(seed: int, epoch: int, stream: int = 0) -> int:
@@ -163,9 +169,8 @@ class LastCheckpoint(ModelCheckpoint):
     one saves the state it has just updated.
     """
 
-    def __init__(self, dirpath: str | Path) -> None:
-        super().__init__(dirpath=dirpath, filename=LAST_NAME, save_top_k=1, enable_version_counter=False)
-
-    @property
-    def path(self) -> Path:
-        return Path(self.dirpath) / f"{LAST_NAME}{self.FILE_EXTENSION}"
+    def __init__(self, run_dir: str | Path) -> None:
+        self.path = last_checkpoint_path(run_dir)
+        super().__init__(
+            dirpath=self.path.parent, filename=LAST_NAME, save_top_k=1, enable_version_counter=False
+        )
