@@ -16,8 +16,10 @@ RL_ENV ?= hopper
 RL_SEED ?= 0
 RL_RUN ?= data/rl/behaviour/$(RL_ENV)_sac_seed$(RL_SEED)
 RL_STEPS ?= 200000
+# make device-kit: which chunk of the GPU queue (verify tsf ptb ptb16 rl; empty: the next one not done)
+CHUNK ?=
 
-.PHONY: setup test lint data rl-data rl-data-sac rl-sac tables results figures bench lm-cost wheelhouse
+.PHONY: setup test lint data rl-data rl-data-sac rl-sac tables results figures bench lm-cost wheelhouse device-kit device-import
 
 setup:  ## create .venv: torch $(TORCH) (the CPU build unless an NVIDIA GPU is found; it says which), the package with its test tools, the C++ kernels
 	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q
@@ -64,3 +66,9 @@ data/rl/hopper_selfcollected.hdf5:  ## the RL family's training data for `make b
 
 lm-cost:  ## CRT Table 1 (FLOPs per forward vs formulas) and Table 6 (params, inference ms/batch) -> results/
 	$(PYTHON) scripts/lm_cost.py --out results
+
+device-kit:  ## the git-ignored folder device_kit/ for one GPU window (CHUNK=; default the next unfinished chunk): wheels, data, commit; prints the command to run there (docs/device.md)
+	$(PYTHON) -m recurrent_attention.device.kit $(if $(CHUNK),--chunk $(CHUNK))
+
+device-import:  ## a GPU window's archive (ARCHIVE=device-<chunk>-....tar.gz) into results/runs and results/device; then make results
+	$(PYTHON) -m recurrent_attention.device.importer $(ARCHIVE)

@@ -255,7 +255,12 @@ def _stop(err: BaseException, run_dir: Path, multirun: bool, code: int) -> None:
 
 def _record_failure(run_dir: Path, identity: dict[str, Any], err: BaseException) -> None:
     """``failed.json`` beside the run: what failed (error, traceback) and which run it was."""
-    record = {**identity, "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+    record = {
+        **identity,
+        "device": device_description(),  # a GPU failure goes to its GPU table (results/hardware.py)
+        "error": f"{type(err).__name__}: {err}",
+        "traceback": traceback.format_exc(),
+    }
     atomic_write_text(run_dir / FAILED_NAME, json.dumps(record, indent=2, default=str) + "\n")
 
 

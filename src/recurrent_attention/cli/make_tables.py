@@ -2,7 +2,8 @@
 
 Each task family's layout (src/recurrent_attention/results/layouts/) turns the runs into tables
 beside the papers' numbers (../shared/reference, or --reference / RA_REFERENCE_DIR). One row per
-config (seeds of one config only), n runs per row, failed and missing seeds marked.
+config (seeds of one config only), n runs per row, failed and missing seeds marked. Runs on a GPU
+make tables of their own (``*_gpu_*``, the GPU in the title; results/hardware.py).
 
 Tables go to outputs/tables (git-ignored) by default. Writing them where git tracks files (e.g.
 --out results, as `make results` does) is allowed only when each table's runs come from one clean
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from recurrent_attention.results.collect import RunRecordError, duplicate_lines, load_runs
 from recurrent_attention.results.commits import commit_problems, in_git_checkout
+from recurrent_attention.results.hardware import GPU_TAG, gpu_table, split_by_hardware
 from recurrent_attention.results.layouts import builders
 from recurrent_attention.results.tables import Table
 
@@ -62,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no summary.json or failed.json found under {' '.join(args.runs)}", file=sys.stderr)
         return 1
     reference = Path(args.reference) if args.reference else None
-    tables = [(family, t) for family, build in sorted(builders().items()) for t in build(runs, reference)]
+    tables = [
+        (family, gpu_table(t) if kind == GPU_TAG else t)
+        for kind, part in split_by_hardware(runs).items()
+        for family, build in sorted(builders().items())
+        for t in build(part, reference)
+    ]
     _report(runs, [t for _, t in tables])
     if not tables:
         print("run records found, but no layout produced a table", file=sys.stderr)

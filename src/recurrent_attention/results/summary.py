@@ -45,8 +45,14 @@ def write_summary(run_dir: str | Path, record: dict[str, Any]) -> Path:
     return path
 
 
+# Set by the device runner (device/runner.py) on a machine that received the tree without .git: the
+# kit's commit, or that commit marked -dirty when the tree it received differs from the commit's.
+SOURCE_COMMIT_ENV = "RA_SOURCE_COMMIT"
+
+
 def git_commit(cwd: str | Path | None = None) -> str | None:
-    """The checkout's commit, with ``-dirty`` when it has uncommitted changes; None outside git."""
+    """The checkout's commit, with ``-dirty`` when it has uncommitted changes; outside git, what
+    ``$RA_SOURCE_COMMIT`` says (a device window's checked tree), else None."""
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
@@ -55,7 +61,7 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
             ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True, text=True
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return None
+        return os.environ.get(SOURCE_COMMIT_ENV) or None
     return commit + ("-dirty" if dirty else "")
 
 
