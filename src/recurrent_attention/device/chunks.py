@@ -197,7 +197,7 @@ VERIFY_STEPS = (
             "tests/results",
             "--junitxml={out}/junit.xml",
         ),
-        (*PYTEST, "-m", "not slow and not gpu", "tests/ops/test_scan.py", "--junitxml={out}/junit.xml"),
+        (*PYTEST, "-m", "not slow and not gpu", "tests/runs/test_lock.py", "--junitxml={out}/junit.xml"),
         timeout_s=200,
     ),
 )

@@ -1,0 +1,68 @@
+"""The GPU queue: its chunks, and what is done read back from run records in results/runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from recurrent_attention.device.chunks import (
+    HORIZONS,
+    QUEUE,
+    VERIFY_REPORT,
+    chunk_named,
+    job_key,
+    next_chunk,
+    pending_jobs,
+)
+
+H100 = "NVIDIA H100 80GB HBM3 x1"
+
+
+def write_record(repo: Path, name: str, overrides: list[str], device: str) -> None:
+    folder = repo / "results" / "runs" / name
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"overrides": overrides, "device": device}))
+
+
+def test_queue_order_and_sizes() -> None:
+    assert [c.name for c in QUEUE] == ["verify", "tsf", "ptb", "ptb16", "rl"]
+    tsf = chunk_named("tsf")
+    assert len(tsf.jobs) == 4 * len(HORIZONS) * 2 * 3  # datasets x horizons x models x seeds
+    assert len({job.key for job in tsf.jobs}) == len(tsf.jobs)
+    assert all({"preset=paper", "trainer=gpu"} <= set(job.overrides) for c in QUEUE for job in c.jobs)
+    ettm1 = next(j for j in tsf.jobs if "task=tsf/ettm1" in j.overrides and "task.pred_len=96" in j.overrides)
+    assert ettm1.cost == pytest.approx(4.0)  # four times ETTh1's windows, same horizon
+
+
+def test_job_key_ignores_where_files_go_and_order() -> None:
+    a = ["model=aaren", "seed=1", "paths.output_dir=/tmp/x", "trainer.enable_progress_bar=false"]
+    b = ["seed=1", "+model=aaren", "paths.data_dir=/y"]
+    assert job_key(a) == job_key(b) == "model=aaren seed=1"
+    assert job_key(["seed=2", "model=aaren"]) != job_key(a)
+
+
+def test_done_is_read_from_gpu_records_only(tmp_path: Path) -> None:
+    first = chunk_named("tsf").jobs[0]
+    as_run = [*first.overrides, "paths.output_dir=/tmp/ra-device/runs", "trainer.enable_progress_bar=false"]
+    write_record(tmp_path, "a", as_run, "CPU AMD EPYC, 2 cores, torch threads 1")
+    assert first in pending_jobs(chunk_named("tsf"), tmp_path)  # a CPU run of the same overrides
+    write_record(tmp_path, "b", as_run, H100)
+    pending = pending_jobs(chunk_named("tsf"), tmp_path)
+    assert first not in pending and len(pending) == len(chunk_named("tsf").jobs) - 1
+
+
+def test_next_chunk_moves_on_when_a_chunk_is_done(tmp_path: Path) -> None:
+    assert next_chunk(tmp_path).name == "verify"
+    (tmp_path / VERIFY_REPORT).parent.mkdir(parents=True)
+    (tmp_path / VERIFY_REPORT).write_text("{}")
+    assert next_chunk(tmp_path).name == "tsf"
+    for index, job in enumerate(chunk_named("tsf").jobs):
+        write_record(tmp_path, f"tsf{index}", list(job.overrides), H100)
+    assert next_chunk(tmp_path).name == "ptb"
+
+
+def test_unknown_chunk_names_the_choices() -> None:
+    with pytest.raises(ValueError, match="verify, tsf, ptb, ptb16, rl"):
+        chunk_named("ptb3")
