@@ -16,8 +16,10 @@ RL_ENV ?= hopper
 RL_SEED ?= 0
 RL_RUN ?= data/rl/behaviour/$(RL_ENV)_sac_seed$(RL_SEED)
 RL_STEPS ?= 200000
-# make device-kit: which chunk of the GPU queue (verify tsf ptb ptb16 rl; empty: the next one not done)
+# make device-kit: which chunk of the GPU queue (verify tsf ptb ptb16 rl_medium ...; empty: the next not done),
+# and the Python of the GPU machine its wheels are for
 CHUNK ?=
+DEVICE_PY ?= 3.12
 
 .PHONY: setup test lint data rl-data rl-data-sac rl-sac tables results figures bench lm-cost wheelhouse device-kit device-import
 
@@ -68,7 +70,7 @@ lm-cost:  ## CRT Table 1 (FLOPs per forward vs formulas) and Table 6 (params, in
 	$(PYTHON) scripts/lm_cost.py --out results
 
 device-kit:  ## the git-ignored folder device_kit/ for one GPU window (CHUNK=; default the next unfinished chunk): wheels, data, commit; prints the command to run there (docs/device.md)
-	$(PYTHON) -m recurrent_attention.device.kit $(if $(CHUNK),--chunk $(CHUNK))
+	$(PYTHON) -m recurrent_attention.device.kit --python $(DEVICE_PY) $(if $(CHUNK),--chunk $(CHUNK))
 
 device-import:  ## a GPU window's archive (ARCHIVE=device-<chunk>-....tar.gz) into results/runs and results/device; then make results
 	$(PYTHON) -m recurrent_attention.device.importer $(ARCHIVE)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recurrent_attention.device.chunks import BASE_REQUIREMENTS, RL_FILES, RL_REQUIREMENTS
+from recurrent_attention.device.chunks import BASE_REQUIREMENTS, RL_DATASETS, RL_REQUIREMENTS, rl_file
 from tests.helpers.d4rl_files import write_tiny_d4rl
 from tests.helpers.device_repo import clean_checkout, stand_in_wheels
 
@@ -20,9 +20,9 @@ needs_mirror = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = clean_checkout(tmp_path_factory.mktemp("checkout"))
-    for relative in RL_FILES:  # git-ignored under data/, as make rl-data-sac leaves them
-        (repo / "data" / relative).parent.mkdir(parents=True, exist_ok=True)
-        write_tiny_d4rl(repo / "data" / relative)
+    for dataset in RL_DATASETS:  # git-ignored under data/, as make rl-data-sac leaves them
+        (repo / "data" / rl_file(dataset)).parent.mkdir(parents=True, exist_ok=True)
+        write_tiny_d4rl(repo / "data" / rl_file(dataset))
     return repo
 
 

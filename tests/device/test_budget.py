@@ -13,15 +13,21 @@ def test_no_estimate_launches_to_learn_one() -> None:
 
 
 def test_prior_decides_before_any_job_finished() -> None:
-    budget = Budget(total_s=480, prior_s_per_cost=100.0, margin_s=20)
+    budget = Budget(total_s=480, prior_s_per_cost=100.0, margin_s=20, slack=1.0)
     assert budget.decide(cost=4.0, elapsed_s=0, running=0).launch  # 400 s of 460 s
     refused = budget.decide(cost=4.0, elapsed_s=100, running=0)  # 400 s of 360 s
     assert not refused.launch
     assert refused.reason == "expected 400 s > 360 s left"
 
 
+def test_slack_stretches_the_estimate() -> None:
+    budget = Budget(total_s=480, prior_s_per_cost=100.0, margin_s=20, slack=1.15)
+    assert budget.decide(cost=4.0, elapsed_s=0, running=0).launch  # 460 s of 460 s
+    assert budget.decide(cost=4.0, elapsed_s=1, running=0).reason == "expected 460 s > 459 s left"
+
+
 def test_finished_jobs_replace_the_prior_with_total_seconds_over_total_cost() -> None:
-    budget = Budget(total_s=480, prior_s_per_cost=1000.0, margin_s=20)
+    budget = Budget(total_s=480, prior_s_per_cost=1000.0, margin_s=20, slack=1.0)
     budget.record(seconds=60.0, cost=1.0)
     budget.record(seconds=180.0, cost=2.0)  # (60 + 180) / 3 = 80 s per unit of cost
     assert budget.s_per_cost() == pytest.approx(80.0)

@@ -27,7 +27,8 @@ def write_record(repo: Path, name: str, overrides: list[str], device: str) -> No
 
 
 def test_queue_order_and_sizes() -> None:
-    assert [c.name for c in QUEUE] == ["verify", "tsf", "ptb", "ptb16", "rl"]
+    names = ["verify", "tsf", "ptb", "ptb16", "rl_medium", "rl_medium_replay", "rl_medium_expert"]
+    assert [c.name for c in QUEUE] == names
     tsf = chunk_named("tsf")
     assert len(tsf.jobs) == 4 * len(HORIZONS) * 2 * 3  # datasets x horizons x models x seeds
     assert len({job.key for job in tsf.jobs}) == len(tsf.jobs)
@@ -64,5 +65,5 @@ def test_next_chunk_moves_on_when_a_chunk_is_done(tmp_path: Path) -> None:
 
 
 def test_unknown_chunk_names_the_choices() -> None:
-    with pytest.raises(ValueError, match="verify, tsf, ptb, ptb16, rl"):
+    with pytest.raises(ValueError, match="verify, tsf, ptb, ptb16, rl_medium, "):
         chunk_named("ptb3")

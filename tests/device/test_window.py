@@ -23,7 +23,7 @@ from tests.helpers.device_repo import device_copy
 
 pytestmark = [pytest.mark.slow, needs_mirror]
 # Seconds of the smoke window per chunk: verify's three checks take about 45 s here before its runs.
-BUDGET = {"verify": 150, "tsf": 60, "ptb": 60, "ptb16": 60, "rl": 90}
+BUDGET = {"verify": 150, "tsf": 60, "ptb": 60, "ptb16": 60, "rl_medium_replay": 90}
 
 
 def window(checkout: Path, wheels: Path, tmp_path: Path, chunk: str, edit: str = "") -> tuple[Path, dict]:
@@ -49,7 +49,7 @@ def window(checkout: Path, wheels: Path, tmp_path: Path, chunk: str, edit: str =
     return archive, report
 
 
-@pytest.mark.parametrize("chunk", ["verify", "tsf", "ptb", "rl"])
+@pytest.mark.parametrize("chunk", ["verify", "tsf", "ptb", "rl_medium_replay"])
 def test_smoke_window_of_each_chunk_makes_a_table(
     checkout: Path, wheels: Path, tmp_path: Path, chunk: str
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 from collections.abc import Callable
 
@@ -14,9 +15,13 @@ prefix_attention_module = importlib.import_module("recurrent_attention.ops.prefi
 
 
 def require_native() -> Callable:
-    """The compiled kernel; a machine without a C++ compiler skips, one whose build fails fails."""
+    """The compiled kernel; a machine without a C++ compiler, or with the kernels switched off
+    (``RA_NATIVE_KERNELS=0``: a device window's test step, which must not spend minutes building
+    them), skips; one whose build fails fails."""
     if shutil.which("c++") is None and shutil.which("g++") is None:
         pytest.skip("no C++ compiler: the native kernel cannot be built here")
+    if os.environ.get(native.SWITCH, "1") == "0":
+        pytest.skip(f"native kernels switched off ({native.SWITCH}=0)")
     module = native.extension()
     assert module is not None, "the native kernel failed to build (see the warning)"
     return module.cumulative_attention

@@ -26,12 +26,14 @@ class Decision:
 class Budget:
     """Seconds-per-cost from finished jobs (else ``prior``); launch while the estimate fits.
 
-    ``margin`` is kept back for writing the archive after the last job.
+    ``margin_s`` is kept back for stopping the last jobs and writing the archive; ``slack``
+    stretches each estimate, since jobs of one cost differ (start-up, an early stop).
     """
 
     total_s: float
     prior_s_per_cost: float | None = None
     margin_s: float = 20.0
+    slack: float = 1.15  # runs of one cost vary (start-up, early stopping): expect this much longer
     finished: list[tuple[float, float]] = field(default_factory=list)  # (seconds, cost) per finished job
 
     def record(self, seconds: float, cost: float) -> None:
@@ -53,8 +55,8 @@ class Budget:
     def decide(self, cost: float, elapsed_s: float, running: int) -> Decision:
         """Whether a job of ``cost`` may start ``elapsed_s`` into the window with ``running`` jobs going.
 
-        With no estimate yet, only the first wave starts (nothing running has finished to learn
-        from, and nothing has been launched beyond that wave); later jobs wait for an estimate.
+        With no estimate yet the answer is yes: the runner launches one wave that way and waits for
+        its first finished job before launching more.
         """
         left = self.total_s - self.margin_s - elapsed_s
         if left <= 0:
@@ -62,6 +64,7 @@ class Budget:
         expected = self.expected_s(cost)
         if expected is None:
             return Decision(True, "no estimate yet: first wave")
+        expected *= self.slack
         if expected > left:
             return Decision(False, f"expected {expected:.0f} s > {left:.0f} s left")
         return Decision(True, f"expected {expected:.0f} s of {left:.0f} s left")

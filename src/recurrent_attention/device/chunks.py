@@ -23,7 +23,9 @@ from recurrent_attention.runs.identity import IGNORED_KEYS
 GPU_JOB = ("preset=paper", "trainer=gpu")
 # Distributions the GPU machine's Python lacks that every chunk needs (train.py composes with Hydra).
 BASE_REQUIREMENTS = ("hydra-core", "omegaconf", "antlr4-python3-runtime")
-# The Decision Transformer's environments (gymnasium's MuJoCo Hopper) and what they pull in beyond it.
+# The Decision Transformer's environments (gymnasium's MuJoCo Hopper) and what they pull in beyond it;
+# mujoco-studio (12 MB: the Filament renderer and the studio app, which mujoco names) is left out:
+# nothing here renders, and Hopper steps without it.
 RL_REQUIREMENTS = ("gymnasium", "farama-notifications", "mujoco", "mujoco-core", "glfw", "pyopengl")
 VERIFY_REPORT = Path("results/device/verify/report.json")
 
@@ -155,16 +157,25 @@ def ablation_jobs(seeds: Iterable[int] = (1,)) -> tuple[Job, ...]:
 
 
 # The Decision Transformer at the Aaren paper's sizes (rl/_base: 4 layers, d_model 512, 20 x 1000
-# updates) on the three recipe-made Hopper files (make rl-data-sac), rollouts on the CPU cores.
-RL_TASKS = ("hopper_medium_sac", "hopper_medium_replay_sac", "hopper_medium_expert_sac")
-RL_FILES = tuple(f"rl/{task.removesuffix('_sac')}-sac.hdf5" for task in RL_TASKS)
+# updates) on the three recipe-made Hopper files (make rl-data-sac), rollouts on the CPU cores. One
+# chunk per file: a file of 200k transitions is ~20 MB and compresses little, so one kit carries one.
+RL_DATASETS = ("medium", "medium_replay", "medium_expert")
 
 
-def rl_jobs(seeds: Iterable[int] = (1, 2, 3)) -> tuple[Job, ...]:
+def rl_file(dataset: str) -> str:
+    return f"rl/hopper_{dataset}-sac.hdf5"
+
+
+def rl_jobs(dataset: str, seeds: Iterable[int] = (1, 2, 3)) -> tuple[Job, ...]:
     return tuple(
-        _job(f"model={model}", f"task=rl/{task}", "task.compat=reference", f"seed={seed}", cost=4.0)
+        _job(
+            f"model={model}",
+            f"task=rl/hopper_{dataset}_sac",
+            "task.compat=reference",
+            f"seed={seed}",
+            cost=4.0,
+        )
         for seed in seeds
-        for task in RL_TASKS
         for model in ("transformer", "aaren")
     )
 
@@ -230,13 +241,16 @@ QUEUE: tuple[Chunk, ...] = (
         sources=("ptb",),
         parallel=4,
     ),
-    Chunk(
-        "rl",
-        "The Decision Transformer at the Aaren paper's sizes on the three recipe-made Hopper files, 3 seeds",
-        jobs=rl_jobs(),
-        local_files=RL_FILES,
-        requirements=BASE_REQUIREMENTS + RL_REQUIREMENTS,
-        parallel=6,
+    *(
+        Chunk(
+            f"rl_{dataset}",
+            f"The Decision Transformer at the Aaren paper's sizes on the recipe's Hopper {dataset} file",
+            jobs=rl_jobs(dataset),
+            local_files=(rl_file(dataset),),
+            requirements=BASE_REQUIREMENTS + RL_REQUIREMENTS,
+            parallel=6,
+        )
+        for dataset in RL_DATASETS
     ),
 )
 

@@ -281,9 +281,12 @@ class Runner:
                 proc.wait()
             handle.close()
             job = queue[index]
-            job.status, job.reason = "killed", "the budget ran out"
             job.seconds, job.returncode = round(time.monotonic() - started, 1), proc.returncode
-            self.log(f"job {index} killed at the budget's end after {job.seconds:.0f} s")
+            if proc.returncode == 0:  # it finished while being stopped: its record is whole
+                job.status = "finished"
+            else:
+                job.status, job.reason = "killed", "the budget ran out"
+            self.log(f"job {index} {job.status} at the budget's end after {job.seconds:.0f} s")
             del running[index]
 
     # -- archive -------------------------------------------------------------------------------------
