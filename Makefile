@@ -60,8 +60,11 @@ results:  ## rewrite the committed results/*.md, *.csv from results/runs/ (refus
 figures:  ## plots of the efficiency benchmark (results/bench/*.png) and of each committed table against the paper (results/figures/<table>.png, cell by cell in agreement.md)
 	$(PYTHON) scripts/bench.py --plot-only --out results/bench && $(PYTHON) scripts/paper_figures.py --out results/figures
 
-bench: data/rl/hopper_selfcollected.hdf5  ## ratios in one run: operator vs SDPA, per-token step (eager, ONNX) vs KV cache, training steps/s per family
+bench: data/rl/hopper_selfcollected.hdf5  ## ratios in one run: operator vs SDPA, per-token step (eager, ONNX) vs KV cache, training steps/s per family; the GPU section where CUDA is
 	$(PYTHON) scripts/bench.py --out results/bench
+	@if $(PYTHON) -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
+		$(PYTHON) scripts/bench_gpu.py --out results/bench/gpu; \
+	else echo "no CUDA device: the GPU section (results/bench/gpu, scripts/bench_gpu.py) is measured in a device-kit verify window"; fi
 
 data/rl/hopper_selfcollected.hdf5:  ## the RL family's training data for `make bench`, collected (~10 s) when missing
 	$(MAKE) rl-data

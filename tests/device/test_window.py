@@ -28,10 +28,8 @@ BUDGET = {"verify": 150, "tsf": 60, "ptb": 60, "ptb16": 60, "rl_medium_replay": 
 
 def window(checkout: Path, wheels: Path, tmp_path: Path, chunk: str, edit: str = "") -> tuple[Path, dict]:
     """Kit -> device copy (``edit`` appended to that file there) -> runner --smoke; (archive, runner.json)."""
-    assert (
-        make_kit(["--repo", str(checkout), "--chunk", chunk, "--find-links", str(wheels), "--mirror", MIRROR])
-        == 0
-    )
+    kit = ["--repo", str(checkout), "--chunk", chunk, "--find-links", str(wheels), "--mirror", MIRROR]
+    assert make_kit(kit) == 0
     there = device_copy(checkout, tmp_path / "device", [KIT_DIR])
     if edit:
         (there / edit).write_text((there / edit).read_text() + "\nchanged on the way\n")
@@ -47,6 +45,19 @@ def window(checkout: Path, wheels: Path, tmp_path: Path, chunk: str, edit: str =
         report = json.loads(tar.extractfile(RUNNER_JSON).read())
     report["returncode"], report["stdout"] = done.returncode, done.stdout
     return archive, report
+
+
+@pytest.fixture(scope="module")
+def windows(checkout: Path, wheels: Path, tmp_path_factory: pytest.TempPathFactory):
+    """One smoke window per chunk, run once for the tests of this file that read it."""
+    made: dict[str, tuple[Path, dict]] = {}
+
+    def get(chunk: str) -> tuple[Path, dict]:
+        if chunk not in made:
+            made[chunk] = window(checkout, wheels, tmp_path_factory.mktemp(chunk), chunk)
+        return made[chunk]
+
+    return get
 
 
 @pytest.mark.parametrize("chunk", ["verify", "tsf", "ptb", "rl_medium_replay"])

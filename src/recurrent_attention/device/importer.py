@@ -5,7 +5,8 @@ laid it out (summary.json or failed.json, the config, metrics.csv, train.log); a
 there is left as it is. The window's own account (``runner.json``: the GPU, every job finished,
 failed, killed or skipped and why, each check's exit code) goes to
 ``results/device/<chunk>/<stamp>.json`` and, for ``verify``, its checks' outputs (tests, GPU
-benchmarks) beside it with the report that marks ``verify`` done.
+benchmarks) beside it with the report that marks ``verify`` done; the GPU benchmark also becomes
+``results/bench/gpu/bench_gpu.{json,md}``, ``make bench``'s GPU section.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def _import(tar: tarfile.TarFile, archive: Path, repo: Path, allow_smoke: bool) 
             report = repo / VERIFY_REPORT
             report.parent.mkdir(parents=True, exist_ok=True)
             report.write_text(json.dumps({**window, "archive": archive.name}, indent=1) + "\n")
+            for name in ("bench_gpu.json", "bench_gpu.md"):  # make bench's GPU section
+                if f"steps/bench-gpu/{name}" in members:
+                    _write(tar, members[f"steps/bench-gpu/{name}"], results / "bench" / "gpu" / name)
     return counts
 
 
