@@ -202,6 +202,7 @@ def test_a_failed_build_warns_once_and_falls_back(tmp_path: Path, monkeypatch: p
     broken = tmp_path / "broken.cpp"
     broken.write_text('#include "no_such_header.h"\n')
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "build"))
+    monkeypatch.delenv(native.SWITCH, raising=False)  # the build path itself, even where switched off
     monkeypatch.setattr(native, "SOURCES", [broken])
     monkeypatch.setattr(native, "NAME", "recurrent_attention_broken_build")
     native.extension.cache_clear()
@@ -292,6 +293,7 @@ def test_the_build_is_cached_per_source_and_per_python_environment(
 
     names: list[str] = []
     monkeypatch.setattr(cpp_extension, "load", lambda name, **kwargs: names.append(name))
+    monkeypatch.delenv(native.SWITCH, raising=False)  # nothing is built: load is replaced
 
     def built_name() -> str:
         native.extension.cache_clear()

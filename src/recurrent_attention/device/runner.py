@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,19 +202,34 @@ class Runner:
         self.log(f"PROBLEM: {text}")
 
     # -- checks and jobs -----------------------------------------------------------------------------
-    def run_steps(self) -> None:
+    def run_step(self, step: dict[str, Any]) -> None:
+        """One check, on its own timeout (never past the budget); its exit code is logged, not raised."""
+        argv_spec = step["smoke_argv"] if self.window.smoke else step["argv"]
+        folder = self.work / "steps" / step["name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        argv = [a.format(python=self.python, out=folder) for a in argv_spec]
+        timeout = min(step["timeout_s"], max(1.0, self.window.budget_s - self.elapsed() - 30))
+        started = time.monotonic()
+        self.log(f"step {step['name']}: {' '.join(argv)} (timeout {timeout:.0f} s)")
+        code, tail = self.call(argv, timeout, log=folder / "output.txt")
+        seconds = time.monotonic() - started
+        self.window.steps.append({"name": step["name"], "returncode": code, "seconds": round(seconds, 1)})
+        self.log(f"step {step['name']}: exit {code} in {seconds:.0f} s; {tail.strip().splitlines()[-1:]}")
+
+    def run_checks_and_jobs(self, data_dir: Path) -> None:
+        """The GPU checks one by one, then the jobs with the CPU-only checks running beside them."""
+        beside = [s for s in self.manifest["steps"] if s.get("beside_jobs")]
         for step in self.manifest["steps"]:
-            argv_spec = step["smoke_argv"] if self.window.smoke else step["argv"]
-            folder = self.work / "steps" / step["name"]
-            folder.mkdir(parents=True, exist_ok=True)
-            argv = [a.format(python=self.python, out=folder) for a in argv_spec]
-            timeout = min(step["timeout_s"], max(1.0, self.window.budget_s - self.elapsed() - 30))
-            started = time.monotonic()
-            self.log(f"step {step['name']}: {' '.join(argv)} (timeout {timeout:.0f} s)")
-            code, tail = self.call(argv, timeout, log=folder / "output.txt")
-            seconds = time.monotonic() - started
-            self.window.steps.append({"name": step["name"], "returncode": code, "seconds": round(seconds, 1)})
-            self.log(f"step {step['name']}: exit {code} in {seconds:.0f} s; {tail.strip().splitlines()[-1:]}")
+            if step not in beside:
+                self.run_step(step)
+        threads = [threading.Thread(target=self.run_step, args=(step,)) for step in beside]
+        for thread in threads:
+            thread.start()
+        try:
+            self.run_jobs(data_dir)
+        finally:
+            for thread in threads:
+                thread.join()
 
     def job_argv(self, overrides: list[str], data_dir: Path) -> list[str]:
         if self.window.smoke:
@@ -323,8 +339,7 @@ class Runner:
                 OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 2) // max(1, self.parallel))),
             )
             if self.check_cuda():
-                self.run_steps()
-                self.run_jobs(data_dir)
+                self.run_checks_and_jobs(data_dir)
         except BaseException as err:  # the archive is written whatever happens, then the error goes on
             self.problem(f"runner stopped: {type(err).__name__}: {err}")
             raise
