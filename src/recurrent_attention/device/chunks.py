@@ -224,6 +224,7 @@ QUEUE: tuple[Chunk, ...] = (
         jobs=(tsf_job("etth1", 96, "transformer", 1), tsf_job("etth1", 96, "aaren", 1)),
         steps=VERIFY_STEPS,
         sources=("ETTh1", "JapaneseVowels", "thp_mimic", "ptb"),  # the GPU smoke runs and training bench
+        requirements=BASE_REQUIREMENTS + RL_REQUIREMENTS,  # the RL smoke run's MuJoCo Hopper
         parallel=2,
     ),
     Chunk(
