@@ -8,11 +8,14 @@ every sequence backbone's parallel = step and causality; one ``trainer=gpu`` smo
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from recurrent_attention.ops import attention_chunked, attention_recurrent, attention_scan
-from tests.conftest import read_summaries, run_train
+from tests.conftest import ROOT, read_summaries
 from tests.helpers.backbones import D_MODEL, build_backbone, sequence_backbones
 from tests.helpers.d4rl_files import write_tiny_d4rl
 from tests.ops.test_prefix_attention import naive_prefix_attention
@@ -87,7 +90,10 @@ def test_one_gpu_smoke_run_per_family(family: str, tmp_path) -> None:
     overrides = FAMILY_SMOKE[family]
     if family == "rl":  # a tiny file in D4RL's schema: the smoke run's data
         overrides = [*overrides, f"task.datamodule.path={write_tiny_d4rl(tmp_path / 'hopper.hdf5')}"]
-    run_train(["preset=smoke", "trainer=gpu", *overrides], tmp_path / "out")
+    # A fresh interpreter, not the suite's forkserver: a process forked after CUDA's start cannot use it.
+    argv = [sys.executable, "train.py", "preset=smoke", "trainer=gpu", f"paths.output_dir={tmp_path / 'out'}"]
+    done = subprocess.run([*argv, *overrides], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
     (summary,) = read_summaries(tmp_path / "out")
     assert summary["device"].startswith(torch.cuda.get_device_name(0))
     assert summary["metrics"]
