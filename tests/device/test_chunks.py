@@ -67,3 +67,30 @@ def test_next_chunk_moves_on_when_a_chunk_is_done(tmp_path: Path) -> None:
 def test_unknown_chunk_names_the_choices() -> None:
     with pytest.raises(ValueError, match="verify, tsf, ptb, ptb16, rl_medium, "):
         chunk_named("ptb3")
+
+
+@pytest.fixture(scope="module")
+def compose_job():
+    from hydra import compose, initialize_config_dir
+
+    from recurrent_attention.config import CONFIG_DIR, register_resolvers
+
+    register_resolvers()
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        yield lambda job: compose("train", overrides=list(job.overrides))
+
+
+@pytest.mark.parametrize("chunk", [c.name for c in QUEUE])
+def test_every_job_composes_at_the_papers_size_in_bf16(compose_job, chunk: str) -> None:
+    """A job that does not compose, or composes at CPU sizes, would waste a window."""
+    from omegaconf import OmegaConf
+
+    for job in chunk_named(chunk).jobs:
+        cfg = compose_job(job)
+        assert cfg.trainer.precision == "bf16-mixed" and cfg.trainer.accelerator == "gpu"
+        assert cfg.trainer.get("limit_train_batches") in (None, 1.0)
+        if cfg.task.family == "lm":
+            assert cfg.model.d_model == 410 and cfg.task.max_epochs == 40
+            setting = OmegaConf.to_container(cfg.task.setting, resolve=True)
+            if "model.memory_token=false" in job.overrides:  # a Table 8 row names its switches
+                assert setting["memory_token"] is False and "recurrent_positions" in setting
