@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -111,6 +112,37 @@ def test_a_tree_that_differs_from_the_kit_stamps_runs_dirty(
             json.loads(tar.extractfile(m).read()) for m in tar.getmembers() if m.name.endswith("summary.json")
         ]
     assert summaries and all(s["git_commit"].endswith("-dirty") for s in summaries)
+
+
+def test_a_stopped_runner_stops_its_jobs_and_still_writes_its_archive(
+    checkout: Path, wheels: Path, tmp_path: Path
+) -> None:
+    kit = ["--repo", str(checkout), "--chunk", "tsf", "--find-links", str(wheels), "--mirror", MIRROR]
+    assert make_kit(kit) == 0
+    there = device_copy(checkout, tmp_path / "device", [KIT_DIR])
+    argv = [
+        sys.executable,
+        "scripts/device_run.py",
+        "--kit",
+        KIT_DIR,
+        "--out",
+        str(tmp_path / "out"),
+        "--smoke",
+    ]
+    runner = subprocess.Popen([*argv, "--parallel", "2"], cwd=there, stdout=subprocess.PIPE, text=True)
+    for line in runner.stdout:  # wait until both first jobs are training
+        if "job 1 started" in line:
+            break
+    runner.send_signal(signal.SIGTERM)
+    rest = runner.communicate(timeout=120)[0]
+    assert runner.returncode == 128 + signal.SIGTERM, rest
+    (archive,) = (tmp_path / "out").glob("device-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        report = json.loads(tar.extractfile(RUNNER_JSON).read())
+    assert any(p.startswith("runner stopped: SystemExit") for p in report["problems"])
+    stopped = [j for j in report["jobs"] if j["reason"] == "the runner was stopped"]
+    assert [j["status"] for j in stopped] == ["killed", "killed"]
+    assert {j["status"] for j in report["jobs"][2:]} == {"pending"}
 
 
 def test_blob_ids_are_gits(checkout: Path) -> None:

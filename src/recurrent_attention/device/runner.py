@@ -222,14 +222,13 @@ class Runner:
         for step in self.manifest["steps"]:
             if step not in beside:
                 self.run_step(step)
-        threads = [threading.Thread(target=self.run_step, args=(step,)) for step in beside]
+        # daemons: a runner stopped early writes its archive without waiting for them
+        threads = [threading.Thread(target=self.run_step, args=(step,), daemon=True) for step in beside]
         for thread in threads:
             thread.start()
-        try:
-            self.run_jobs(data_dir)
-        finally:
-            for thread in threads:
-                thread.join()
+        self.run_jobs(data_dir)
+        for thread in threads:
+            thread.join()
 
     def job_argv(self, overrides: list[str], data_dir: Path) -> list[str]:
         if self.window.smoke:
@@ -248,46 +247,48 @@ class Runner:
         blind = 0  # jobs launched with no estimate (the first wave)
         logs = self.work / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        while waiting or running:
-            for index, (proc, started, handle) in list(running.items()):
-                if proc.poll() is None:
-                    continue
-                handle.close()
-                job = queue[index]
-                job.seconds, job.returncode = round(time.monotonic() - started, 1), proc.returncode
-                job.status = "finished" if proc.returncode == 0 else "failed"
-                if job.status == "finished":
-                    budget.record(job.seconds, job.cost)
-                self.log(f"job {index} {job.status} (exit {proc.returncode}) in {job.seconds:.0f} s")
-                del running[index]
-            self._stop_overdue(running, queue, budget)
-            while waiting and len(running) < self.parallel:
-                index = waiting[0]
-                job = queue[index]
-                if budget.s_per_cost() is None and blind >= self.parallel and running:
-                    break  # no estimate yet and the first wave is out: wait for its first result
-                decision = budget.decide(job.cost, self.elapsed(), len(running))
-                waiting.pop(0)
-                if not decision.launch:
-                    job.status, job.reason = "skipped", decision.reason
-                    self.log(f"job {index} skipped: {decision.reason}: {' '.join(job.overrides)}")
-                    continue
-                job.log = f"logs/job-{index:03d}.log"
-                handle = (self.work / job.log).open("w")
-                argv = self.job_argv(job.overrides, data_dir)
-                proc = subprocess.Popen(
-                    argv, cwd=self.repo, env=self.env, stdout=handle, stderr=subprocess.STDOUT
-                )
-                job.status = "running"
-                blind += budget.s_per_cost() is None
-                running[index] = (proc, time.monotonic(), handle)
-                self.log(f"job {index} started ({decision.reason}): {' '.join(job.overrides)}")
-            time.sleep(0.2 if self.window.smoke else 1.0)
+        try:
+            while waiting or running:
+                for index, (proc, started, handle) in list(running.items()):
+                    if proc.poll() is None:
+                        continue
+                    handle.close()
+                    job = queue[index]
+                    job.seconds, job.returncode = round(time.monotonic() - started, 1), proc.returncode
+                    job.status = "finished" if proc.returncode == 0 else "failed"
+                    if job.status == "finished":
+                        budget.record(job.seconds, job.cost)
+                    self.log(f"job {index} {job.status} (exit {proc.returncode}) in {job.seconds:.0f} s")
+                    del running[index]
+                if running and self.elapsed() >= self.window.budget_s - budget.margin_s:
+                    self._stop(running, queue, "the budget ran out")
+                while waiting and len(running) < self.parallel:
+                    index = waiting[0]
+                    job = queue[index]
+                    if budget.s_per_cost() is None and blind >= self.parallel and running:
+                        break  # no estimate yet and the first wave is out: wait for its first result
+                    decision = budget.decide(job.cost, self.elapsed(), len(running))
+                    waiting.pop(0)
+                    if not decision.launch:
+                        job.status, job.reason = "skipped", decision.reason
+                        self.log(f"job {index} skipped: {decision.reason}: {' '.join(job.overrides)}")
+                        continue
+                    job.log = f"logs/job-{index:03d}.log"
+                    handle = (self.work / job.log).open("w")
+                    argv = self.job_argv(job.overrides, data_dir)
+                    proc = subprocess.Popen(
+                        argv, cwd=self.repo, env=self.env, stdout=handle, stderr=subprocess.STDOUT
+                    )
+                    job.status = "running"
+                    blind += budget.s_per_cost() is None
+                    running[index] = (proc, time.monotonic(), handle)
+                    self.log(f"job {index} started ({decision.reason}): {' '.join(job.overrides)}")
+                time.sleep(0.2 if self.window.smoke else 1.0)
+        finally:  # the runner itself stopped (SIGTERM, an error): its jobs stop with it
+            self._stop(running, queue, "the runner was stopped")
 
-    def _stop_overdue(self, running: dict, queue: list[JobRecord], budget: Budget) -> None:
-        """At the budget's end (less its margin) every job still running is stopped: SIGTERM, then SIGKILL."""
-        if not running or self.elapsed() < self.window.budget_s - budget.margin_s:
-            return
+    def _stop(self, running: dict, queue: list[JobRecord], reason: str) -> None:
+        """Every job still running: SIGTERM (train.py saves its checkpoint and says so), then SIGKILL."""
         for index, (proc, started, handle) in list(running.items()):
             proc.send_signal(signal.SIGTERM)
             try:
@@ -301,8 +302,8 @@ class Runner:
             if proc.returncode == 0:  # it finished while being stopped: its record is whole
                 job.status = "finished"
             else:
-                job.status, job.reason = "killed", "the budget ran out"
-            self.log(f"job {index} {job.status} at the budget's end after {job.seconds:.0f} s")
+                job.status, job.reason = "killed", reason
+            self.log(f"job {index} {job.status} after {job.seconds:.0f} s: {reason}")
             del running[index]
 
     # -- archive -------------------------------------------------------------------------------------
