@@ -230,6 +230,17 @@ def test_own_data_that_is_not_there_is_one_line_and_no_failed_run(tmp_path: Path
     assert not list(tmp_path.rglob("failed.json"))
 
 
+def test_own_data_that_is_a_folder_is_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "ETTh1"
+    folder.mkdir()
+    proc = run_train([*ONE_EPOCH, f"task.datamodule.path={folder}"], tmp_path / "out", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"error: {folder}: a folder, not a CSV file; give the path of the file itself"
+    )
+
+
 def test_the_summary_names_own_data_by_its_file_and_records_what_was_read(finished: Path) -> None:
     (summary,) = read_summaries(finished)
     csv = Path(ett_csv_of(finished))
