@@ -22,7 +22,7 @@ RL_STEPS ?= 200000
 setup:  ## create .venv: torch $(TORCH) (the CPU build unless an NVIDIA GPU is found; it says which), the package with its test tools, the C++ kernels
 	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q
 	.venv/bin/python scripts/install_torch.py $(TORCH)
-	.venv/bin/pip install -e ".[dev,rl]"
+	.venv/bin/pip install -e ".[dev,rl,wandb]"
 	$(PYTHON) scripts/build_kernels.py
 
 wheelhouse:  ## every dependency but torch as wheels for Python $(PY) in wheelhouse/, for `pip install --no-index --find-links wheelhouse` beside a node's own torch

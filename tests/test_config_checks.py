@@ -157,6 +157,33 @@ def test_train_py_refuses_a_misspelt_added_key_in_one_line(tmp_path) -> None:
     assert not list(tmp_path.rglob("*.json"))
 
 
+def test_a_logger_whose_extra_is_not_installed_is_one_line(monkeypatch) -> None:
+    from recurrent_attention import config_checks
+
+    monkeypatch.setattr(config_checks, "module_installed", lambda name: name != "wandb")
+    with pytest.raises(
+        ConfigError, match=r"^logger=wandb needs the wandb package, .*pip install -e '\.\[wandb\]'"
+    ):
+        check_config(composed("preset=smoke", "logger=wandb"))
+    check_config(composed("preset=smoke", "logger=tensorboard"))
+
+
+@pytest.mark.slow
+def test_logger_wandb_runs_offline_without_a_key_or_names_its_extra(tmp_path, monkeypatch) -> None:
+    """Installed (make setup): the run finishes offline; a pip install without the extra: one line."""
+    from recurrent_attention.config_checks import module_installed
+    from tests.conftest import run_train
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    proc = run_train(["preset=smoke", "logger=wandb"], tmp_path, check=False)
+    if module_installed("wandb"):
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert list(tmp_path.rglob("summary.json")) and list(tmp_path.rglob("offline-run-*"))
+    else:
+        assert proc.returncode == 2 and not list(tmp_path.rglob("failed.json"))
+        assert proc.stderr.strip().splitlines()[-1].startswith("error: logger=wandb needs the wandb package")
+
+
 def test_unresolvable_config_is_a_config_error() -> None:
     cfg = composed("task=tsf/etth1", "model=timesformer")
     with pytest.raises(ConfigError, match=r"task\.crop_size"):

@@ -12,6 +12,7 @@ data and heads accept) with :func:`register_family_rules` from its ``checks.py``
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -195,6 +196,7 @@ def check_config(cfg: DictConfig) -> None:
             "use a d_model that is a multiple of n_heads"
         )
     check_accelerator(cfg)
+    check_logger_installed(cfg)
     require_resolvable(cfg)
 
 
@@ -243,6 +245,26 @@ def check_added_keys(cfg: DictConfig, overrides: Sequence[str]) -> None:
         raise ConfigError(
             f"+{key}: no config defines {key} ({hint}); fix the name, "
             f"or write ++{key}=... to add a key that your own code reads"
+        )
+
+
+# Loggers whose package is an extra of the project, not a dependency: (module, extra).
+LOGGER_EXTRAS = {"lightning.pytorch.loggers.WandbLogger": ("wandb", "wandb")}
+
+
+def module_installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def check_logger_installed(cfg: DictConfig) -> None:
+    """``logger=wandb`` where wandb is not installed stops here, naming the extra (Lightning would
+    fail after the data had loaded, with a requirement line, exit 1 and a failed.json)."""
+    target = OmegaConf.select(cfg, "logger._target_", default=None)
+    if target in LOGGER_EXTRAS and not module_installed(LOGGER_EXTRAS[target][0]):
+        module, extra = LOGGER_EXTRAS[target]
+        raise ConfigError(
+            f"logger={extra} needs the {module} package, which this install lacks: "
+            f"pip install -e '.[{extra}]' (make setup installs it), or use logger=csv"
         )
 
 
