@@ -35,7 +35,7 @@ from recurrent_attention.data.fingerprint import (
     own_data_paths,
     require_own_data,
 )
-from recurrent_attention.errors import CheckpointError, ConfigError, DataError
+from recurrent_attention.errors import CheckpointError, ConfigError, DataError, DataMissingError
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
@@ -271,6 +271,8 @@ def _stop(err: BaseException, run_dir: Path, multirun: bool, code: int) -> None:
 def _record_failure(run_dir: Path, identity: dict[str, Any], err: BaseException) -> None:
     """``failed.json`` beside the run: what failed (error, traceback) and which run it was."""
     record = {**identity, "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+    # data not found: no seed of that data's row failed (results.collect does not count it)
+    record["data_read"] = not isinstance(err, DataMissingError)
     atomic_write_text(run_dir / FAILED_NAME, json.dumps(record, indent=2, default=str) + "\n")
 
 

@@ -230,6 +230,15 @@ def test_own_data_that_is_not_there_is_one_line_and_no_failed_run(tmp_path: Path
     assert not list(tmp_path.rglob("failed.json"))
 
 
+def test_registry_data_not_found_is_recorded_as_read_no_data(tmp_path: Path) -> None:
+    """Tables must not count it as a failed seed of ETTh1's row (results.collect: "no data")."""
+    settings = ["preset=smoke", f"paths.data_dir={tmp_path / 'empty'}", "paths.download=false"]
+    proc = run_train(settings, tmp_path / "out", env={"RA_DATA_MIRROR": ""}, check=False)
+    assert proc.returncode == 2 and "not found" in proc.stderr.strip().splitlines()[-1]
+    (failed,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
+    assert failed["data_read"] is False and failed["error"].startswith("DataMissingError: ")
+
+
 def test_own_data_that_is_a_folder_is_one_line(tmp_path: Path) -> None:
     folder = tmp_path / "ETTh1"
     folder.mkdir()
