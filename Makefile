@@ -59,6 +59,10 @@ figures:  ## plots of the efficiency benchmark (results/bench/*.png) and of each
 bench: data/rl/hopper_selfcollected.hdf5  ## ratios in one run: operator vs SDPA, per-token step (eager, ONNX) vs KV cache, training steps/s per family
 	$(PYTHON) scripts/bench.py --out results/bench
 
+.PHONY: bench-quick
+bench-quick: data/rl/hopper_selfcollected.hdf5  ## a first look at `make bench` (a few sizes, one round) -> outputs/bench-quick/
+	$(PYTHON) scripts/bench.py --quick
+
 data/rl/hopper_selfcollected.hdf5:  ## the RL family's training data for `make bench`, collected (~10 s) when missing
 	$(MAKE) rl-data
 
