@@ -309,7 +309,8 @@ def test_a_skipped_or_refused_command_leaves_the_finished_run_unchanged(
     assert all(after[name][1] == copied[name][1] for name in after if name != "run.lock")
 
 
-def test_a_config_refused_up_front_leaves_no_folder(tmp_path: Path) -> None:
-    proc = run_train([*ONE_EPOCH, "model.n_heads=0"], tmp_path / "out", check=False)
+@pytest.mark.parametrize("logging", [[], ["hydra/job_logging=disabled"]])  # ours, or a user's choice
+def test_a_config_refused_up_front_leaves_no_folder(tmp_path: Path, logging: list[str]) -> None:
+    proc = run_train([*ONE_EPOCH, *logging, "model.n_heads=0"], tmp_path / "out", check=False)
     assert proc.returncode == 2 and "model.n_heads=0" in proc.stderr.strip().splitlines()[-1]
     assert not list((tmp_path / "out").rglob("*"))
