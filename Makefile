@@ -26,7 +26,7 @@ DEVICE_PY ?= 3.12
 setup:  ## create .venv: torch $(TORCH) (the CPU build unless an NVIDIA GPU is found; it says which), the package with its test tools, the C++ kernels
 	python3 -m venv .venv && .venv/bin/pip install --upgrade pip -q
 	.venv/bin/python scripts/install_torch.py $(TORCH)
-	.venv/bin/pip install -e ".[dev,rl]"
+	.venv/bin/pip install -e ".[dev,rl,wandb]"
 	$(PYTHON) scripts/build_kernels.py
 
 wheelhouse:  ## every dependency but torch as wheels for Python $(PY) in wheelhouse/, for `pip install --no-index --find-links wheelhouse` beside a node's own torch
@@ -65,6 +65,10 @@ bench: data/rl/hopper_selfcollected.hdf5  ## ratios in one run: operator vs SDPA
 	@if $(PYTHON) -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then \
 		$(PYTHON) scripts/bench_gpu.py --out results/bench/gpu; \
 	else echo "no CUDA device: the GPU section (results/bench/gpu, scripts/bench_gpu.py) is measured in a device-kit verify window"; fi
+
+.PHONY: bench-quick
+bench-quick: data/rl/hopper_selfcollected.hdf5  ## a first look at `make bench` (a few sizes, one round) -> outputs/bench-quick/
+	$(PYTHON) scripts/bench.py --quick
 
 data/rl/hopper_selfcollected.hdf5:  ## the RL family's training data for `make bench`, collected (~10 s) when missing
 	$(MAKE) rl-data

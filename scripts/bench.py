@@ -14,7 +14,9 @@
    `make bench` runs first when the file is missing; a family whose files are missing is reported
    as skipped; video trains other models). ``--families`` measures some of them only.
 Outputs: <out>/bench.json, <out>/bench.md, <out>/bench.png, <out>/figure5.png. ``--plot-only``
-redraws the PNGs from the JSON.
+redraws the PNGs from the JSON. ``--quick`` (``make bench-quick``) is a first look: a few sizes, one
+round, no Figure 5, short training timings, into outputs/bench-quick (the full grid's ~7.8 GB and 5+
+minutes are for the committed figures); flags given beside it still win.
 Targets are from issues 12 and 27; the markdown says which are met.
 """
 
@@ -268,9 +270,28 @@ def invocation(argv: list[str]) -> str:
     return " ".join([*prefix, "python scripts/bench.py", shlex.join(argv)]).strip()
 
 
-def main(argv: list[str] | None = None) -> int:
+# --quick: a small grid that fills every table but Figure 5's (each stream a fresh process, and
+# short streams say nothing about growth), with each family's training rate.
+QUICK = {
+    "skip": ["stream"],
+    "out": "outputs/bench-quick",
+    "lengths": [96, 512],
+    "contexts": [128, 512],
+    "batches": [1],
+    "stream_tokens": 1024,
+    "rounds": 1,
+    "train_steps": 5,
+    "train_seconds": 1.0,
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; with ``--quick``, :data:`QUICK` replaces the defaults it names."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a first look in about a minute (make bench-quick)"
     )
     parser.add_argument("--out", default="results/bench")
     parser.add_argument("--device", default="cpu", help="operator benchmark device (cpu or cuda)")
@@ -280,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--contexts", type=int, nargs="+", default=[128, 512, 2048, 8192, 16384])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 64])
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="times the per-token grid is timed (fastest kept)"
+    )
     parser.add_argument("--stream-d-model", type=int, default=128)
     parser.add_argument("--stream-layers", type=int, default=2)
     parser.add_argument(
@@ -311,7 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         help="torch CPU threads (1: stable on a shared machine; tiny ops gain nothing)",
     )
     parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from an existing bench.json")
-    args = parser.parse_args(argv)
+    if parser.parse_known_args(argv)[0].quick:
+        parser.set_defaults(**QUICK)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     out = Path(args.out)
 
     if args.plot_only:
@@ -345,7 +375,10 @@ def main(argv: list[str] | None = None) -> int:
             exported, files = exported_steps(models, Path(tmp))
         steps = []
         if "steps" not in args.skip:
-            steps = step_rows(step_timings(models, args.contexts, args.batches, exported, progress=progress))
+            timings = step_timings(
+                models, args.contexts, args.batches, exported, progress=progress, rounds=args.rounds
+            )
+            steps = step_rows(timings)
         stream = []
         if "stream" not in args.skip:
             specs = stream_specs(models, arguments, files, args.stream_tokens)
@@ -382,8 +415,8 @@ def main(argv: list[str] | None = None) -> int:
             "## Targets (issues 12 and 27)",
             targets_table(report) if operator and steps and training else "(partial run: see the tables)",
             f"## Per-token step cost ({report['stream_model']}, eval, no grad)",
-            "Fastest µs per `step` over 3 rounds of the whole grid (each round: 50 or more steps "
-            "over 0.7 s where a step is fast, state carried) with N tokens already in the state "
+            f"Fastest µs per `step` over {args.rounds} round(s) of the whole grid (each round: 50 or "
+            "more steps over 0.7 s where a step is fast, state carried) with N tokens already in the state "
             "(random contents of the right "
             "shape; the cost depends on shapes only). The Transformer is the lean step (fused q/k/v, "
             "a KV cache preallocated past the timed steps and written in place, one query with no "

@@ -11,7 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import ConfigError, check_config, check_group_choices
+from recurrent_attention.config_checks import ConfigError, check_added_keys, check_config, check_group_choices
 from tests.conftest import ROOT
 from tests.e2e.test_configs import FIRST_TASK_OF_FAMILY
 
@@ -122,6 +122,66 @@ def test_a_model_that_does_not_fit_the_task_is_one_line(tmp_path) -> None:
     proc = run_train(["preset=smoke", "model=timesformer", "task=tsf/etth1"], tmp_path, check=False)
     assert proc.returncode == 2
     assert "model.backbone.img_size does not resolve" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("+task.lrr=0.1", "+task.lrr: no config defines task.lrr (close names: task.lr); fix the name, "),
+        ("+model.n_head=2", "+model.n_head: no config defines model.n_head (close names: model.n_heads); "),
+        ("+trainer.max_epoch=2", "+trainer.max_epoch: no config defines trainer.max_epoch (close names: "),
+        ("+model.zzz=1", "+model.zzz: no config defines model.zzz (no key of model is close); fix the name"),
+    ],
+)
+def test_a_key_added_under_a_defined_node_is_a_misspelling(override: str, line: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_added_keys(composed("task=tsf/etth1", override), [override])
+    assert str(caught.value).startswith(line) and f"++{override[1:].partition('=')[0]}=" in str(caught.value)
+
+
+def test_force_added_keys_and_keys_of_own_nodes_pass() -> None:
+    """``++`` is the escape; ``+callbacks.*`` and config groups are not keys of a defined node."""
+    overrides = ["++task.lrr=0.1", "+callbacks.x._target_=a.B", "+experiment=crt/ptb_3layer_cpu", "task.lr=1"]
+    check_added_keys(composed("task=tsf/etth1", "++task.lrr=0.1", "+callbacks.x._target_=a.B"), overrides)
+
+
+@pytest.mark.slow
+def test_train_py_refuses_a_misspelt_added_key_in_one_line(tmp_path) -> None:
+    from tests.conftest import run_train
+
+    proc = run_train(["preset=smoke", "+task.lrr=0.1"], tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.strip().splitlines()[-1].startswith("error: +task.lrr: no config defines task.lrr (close")
+    )
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_logger_whose_extra_is_not_installed_is_one_line(monkeypatch) -> None:
+    from recurrent_attention import config_checks
+
+    monkeypatch.setattr(config_checks, "module_installed", lambda name: name != "wandb")
+    with pytest.raises(
+        ConfigError, match=r"^logger=wandb needs the wandb package, .*pip install -e '\.\[wandb\]'"
+    ):
+        check_config(composed("preset=smoke", "logger=wandb"))
+    check_config(composed("preset=smoke", "logger=tensorboard"))
+
+
+@pytest.mark.slow
+def test_logger_wandb_runs_offline_without_a_key_or_names_its_extra(tmp_path, monkeypatch) -> None:
+    """Installed (make setup): the run finishes offline; a pip install without the extra: one line."""
+    from recurrent_attention.config_checks import module_installed
+    from tests.conftest import run_train
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    proc = run_train(["preset=smoke", "logger=wandb"], tmp_path, check=False)
+    if module_installed("wandb"):
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert list(tmp_path.rglob("summary.json")) and list(tmp_path.rglob("offline-run-*"))
+    else:
+        assert proc.returncode == 2 and not list(tmp_path.rglob("failed.json"))
+        assert proc.stderr.strip().splitlines()[-1].startswith("error: logger=wandb needs the wandb package")
 
 
 def test_unresolvable_config_is_a_config_error() -> None:

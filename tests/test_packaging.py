@@ -158,3 +158,20 @@ def test_setup_takes_pypis_cuda_build_where_a_gpu_is_found(tmp_path: Path) -> No
     assert forced[0] == "make setup: TORCH_BUILD=cpu: torch 2.13.0, CPU build"
     refused = install_torch(tmp_path, gpus=None, TORCH_BUILD="rocm")
     assert refused.returncode == 2 and refused.stderr.startswith("error: TORCH_BUILD='rocm'")
+
+
+def test_setup_installs_the_package_of_every_shipped_logger() -> None:
+    """``logger=wandb`` after ``make setup`` works: the loggers' extras are among those it installs."""
+    import re
+
+    from recurrent_attention.config_checks import LOGGER_EXTRAS
+
+    (extras,) = re.findall(r'\.venv/bin/pip install -e "\.\[([a-z,]+)\]"', (ROOT / "Makefile").read_text())
+    shipped = {
+        line.split(":", 1)[1].strip()
+        for f in (ROOT / "conf" / "logger").glob("*.yaml")
+        for line in f.read_text().splitlines()
+        if line.startswith("_target_:")
+    }
+    needed = {extra for target, (_, extra) in LOGGER_EXTRAS.items() if target in shipped}
+    assert needed == {"wandb"} and needed <= set(extras.split(","))

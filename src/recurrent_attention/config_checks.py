@@ -12,12 +12,14 @@ data and heads accept) with :func:`register_family_rules` from its ``checks.py``
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 
@@ -194,6 +196,7 @@ def check_config(cfg: DictConfig) -> None:
             "use a d_model that is a multiple of n_heads"
         )
     check_accelerator(cfg)
+    check_logger_installed(cfg)
     require_resolvable(cfg)
 
 
@@ -209,6 +212,59 @@ def check_accelerator(cfg: DictConfig) -> None:
         raise ConfigError(
             f"trainer.accelerator={accelerator} (trainer=gpu) but torch {torch.__version__} ({build}) sees "
             "no CUDA GPU; use trainer=cpu, or on a GPU machine install torch's CUDA build (make setup)"
+        )
+
+
+# Config nodes whose keys the configs define: a key added to them by ``+key=value`` is a misspelling
+# unless the user says otherwise (``++key=value``).
+DEFINED_NODES = ("task", "model", "trainer", "preset")
+
+
+def check_added_keys(cfg: DictConfig, overrides: Sequence[str]) -> None:
+    """A ``+task.lrr=0.1`` (Hydra suggests the ``+`` for a key it does not know) is one line naming
+    the close keys, not a run at the default lr in a folder and table row of its own.
+
+    Hydra refuses ``+`` on a key that exists, so every ``+`` key that reaches the app is one no config
+    defines. ``++key=value`` (Hydra's "set or add") is the escape for a key one's own code reads.
+    """
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.key_or_group
+        root = key.partition(".")[0]
+        if (
+            not override.is_add()
+            or "." not in key
+            or override.package is not None
+            or root not in DEFINED_NODES
+        ):
+            continue
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None, throw_on_resolution_failure=False)
+        siblings = [str(name) for name in node if name != leaf] if isinstance(node, DictConfig) else []
+        close = [f"{parent}.{name}" for name in difflib.get_close_matches(leaf, siblings, n=3, cutoff=0.6)]
+        hint = f"close names: {', '.join(close)}" if close else f"no key of {parent} is close"
+        raise ConfigError(
+            f"+{key}: no config defines {key} ({hint}); fix the name, "
+            f"or write ++{key}=... to add a key that your own code reads"
+        )
+
+
+# Loggers whose package is an extra of the project, not a dependency: (module, extra).
+LOGGER_EXTRAS = {"lightning.pytorch.loggers.WandbLogger": ("wandb", "wandb")}
+
+
+def module_installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def check_logger_installed(cfg: DictConfig) -> None:
+    """``logger=wandb`` where wandb is not installed stops here, naming the extra (Lightning would
+    fail after the data had loaded, with a requirement line, exit 1 and a failed.json)."""
+    target = OmegaConf.select(cfg, "logger._target_", default=None)
+    if target in LOGGER_EXTRAS and not module_installed(LOGGER_EXTRAS[target][0]):
+        module, extra = LOGGER_EXTRAS[target]
+        raise ConfigError(
+            f"logger={extra} needs the {module} package, which this install lacks: "
+            f"pip install -e '.[{extra}]' (make setup installs it), or use logger=csv"
         )
 
 

@@ -21,5 +21,13 @@ class DataError(ValueError):
     """
 
 
+class DataMissingError(DataError):
+    """Data that is neither on this machine nor fetchable: the run failed before reading any.
+
+    Its ``failed.json`` says so (``data_read: false``), so that a table does not count it as a
+    failed seed of that dataset's row: the data was never there to fail on.
+    """
+
+
 class CheckpointError(ValueError):
     """A checkpoint the run cannot resume from: the one-line message names the file, why, and the fix."""

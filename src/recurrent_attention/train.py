@@ -28,14 +28,14 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import check_config, check_group_choices
+from recurrent_attention.config_checks import check_added_keys, check_config, check_group_choices
 from recurrent_attention.data.fingerprint import (
     data_identity,
     own_data_name,
     own_data_paths,
     require_own_data,
 )
-from recurrent_attention.errors import CheckpointError, ConfigError, DataError
+from recurrent_attention.errors import CheckpointError, ConfigError, DataError, DataMissingError
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
@@ -46,9 +46,11 @@ from recurrent_attention.results.summary import (
     package_version,
     write_summary,
 )
-from recurrent_attention.runs.folder import set_aside_previous_run, usable_checkpoint
+from recurrent_attention.runs.folder import remove_refused_folder, set_aside_previous_run, usable_checkpoint
 from recurrent_attention.runs.identity import run_ids
+from recurrent_attention.runs.interrupt import sigint_as_sigterm
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
+from recurrent_attention.runs.record import require_same_run, write_run_record
 from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs, last_checkpoint_path
 from recurrent_attention.runs.sweep import note_failed_job
 from recurrent_attention.runs.wall_clock import WallClock
@@ -154,10 +156,11 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     last = usable_checkpoint(last_checkpoint_path(run_dir))
     if last:
         print(f"resuming from {last}", file=sys.stderr)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
-    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-    checkpoint = tested_checkpoint(cfg, trainer)
-    tested = trainer.test(module, datamodule=datamodule, ckpt_path=checkpoint, verbose=True)
+    with sigint_as_sigterm():  # Ctrl-C: a checkpoint at the end of the batch, an exact resume
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        checkpoint = tested_checkpoint(cfg, trainer)
+        tested = trainer.test(module, datamodule=datamodule, ckpt_path=checkpoint, verbose=True)
     segment_s = clock.segment_s()
     record = {
         **identity,
@@ -186,7 +189,8 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
 
 
 def run_in_folder(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
-    """Skip a finished run, or start clean on ``force``; then run. The caller holds the lock."""
+    """Skip a finished run (its folder untouched), or start clean on ``force``; then record the
+    command in the folder and run. The caller holds the lock."""
     if cfg.force:
         aside = set_aside_previous_run(run_dir, hydra_log=f"{HydraConfig.get().job.name}.log")
         if aside:
@@ -194,6 +198,7 @@ def run_in_folder(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> d
     elif (run_dir / SUMMARY_NAME).is_file():
         print(f"already finished: {run_dir / SUMMARY_NAME} (pass force=true to run again)", file=sys.stderr)
         return json.loads((run_dir / SUMMARY_NAME).read_text())
+    write_run_record(run_dir, cfg, HydraConfig.get(), identity)
     return run(cfg, run_dir, identity)
 
 
@@ -213,13 +218,23 @@ def app(cfg: DictConfig) -> dict[str, Any] | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
+        check_added_keys(cfg, HydraConfig.get().overrides.task)  # +task.lrr=0.1: a typo, not a new key
         check_config(cfg)  # before the identity below, which resolves the whole config
         require_own_data(cfg)  # a mistyped path is a bad command: no run, so no failed.json
     except (ConfigError, DataError) as err:
+        output_dir = OmegaConf.select(
+            cfg, "paths.output_dir", default=None, throw_on_resolution_failure=False
+        )
+        remove_refused_folder(run_dir, Path(output_dir or run_dir))
         return _stop(err, run_dir, multirun, EXIT_BAD_INPUT)
     identity = identity_record(cfg)
     if rank_zero_only.rank != 0:  # a DDP worker process: rank 0 owns the folder
         return run(cfg, run_dir, identity)
+    try:
+        if not cfg.force:  # force=true sets a finished or interrupted run aside, whichever it is
+            require_same_run(run_dir, identity["run_id"])
+    except ConfigError as err:
+        return _stop(err, run_dir, multirun, EXIT_BAD_INPUT)
     try:
         with RunLock(run_dir):
             record = run_in_folder(cfg, run_dir, identity)
@@ -260,6 +275,8 @@ def _record_failure(run_dir: Path, identity: dict[str, Any], err: BaseException)
         "device": device_description(),  # a GPU failure goes to its GPU table (results/hardware.py)
         "error": f"{type(err).__name__}: {err}",
         "traceback": traceback.format_exc(),
+        # data not found: no seed of that data's row failed (results.collect does not count it)
+        "data_read": not isinstance(err, DataMissingError),
     }
     atomic_write_text(run_dir / FAILED_NAME, json.dumps(record, indent=2, default=str) + "\n")
 

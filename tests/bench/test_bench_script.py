@@ -58,3 +58,26 @@ def test_a_missed_training_target_says_when_no_attention_could_meet_it(
 def test_the_training_table_shows_the_ceiling_beside_the_ratio(bench_script) -> None:
     table = bench_script.training_table(_training_rows(10.0, 10.2, 10.5))
     assert table.splitlines()[-1].endswith("| 10.00 | 10.20 | 1.020x | 10.50 | 1.050x |")
+
+
+def test_quick_is_a_few_sizes_one_round_and_leaves_the_committed_bench_alone(bench_script) -> None:
+    """``make bench`` took 5+ minutes and 7.8 GB before its first round ended; a first look must not."""
+    full, quick = bench_script.parse_args([]), bench_script.parse_args(["--quick"])
+    assert (full.rounds, full.out, full.contexts[-1], full.stream_tokens) == (
+        3,
+        "results/bench",
+        16384,
+        16384,
+    )
+    assert quick.rounds == 1 and quick.out == "outputs/bench-quick"
+    assert max(quick.lengths) <= 512 and max(quick.contexts) <= 512 and quick.batches == [1]
+    assert quick.stream_tokens <= 1024 and quick.train_seconds <= 1.0
+    # a flag given beside --quick wins over the quick grid
+    assert bench_script.parse_args(["--quick", "--contexts", "64"]).contexts == [64]
+
+
+def test_make_bench_quick_runs_the_quick_mode() -> None:
+    import re
+
+    (recipe,) = re.findall(r"^bench-quick:.*\n\t(.*)$", (ROOT / "Makefile").read_text(), flags=re.M)
+    assert recipe.endswith("scripts/bench.py --quick")

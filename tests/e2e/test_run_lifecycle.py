@@ -97,8 +97,9 @@ def test_killed_run_resumes_to_the_metrics_of_an_unbroken_one(
     assert resumed["wall_time_s"] == pytest.approx(before_kill_s + resumed["wall_time_segment_s"], abs=1e-6)
 
 
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])  # SLURM or kill; Ctrl-C
 def test_sigterm_saves_a_checkpoint_and_the_resumed_run_is_exact(
-    ett_csv: Path, uninterrupted: dict, tmp_path: Path
+    ett_csv: Path, uninterrupted: dict, tmp_path: Path, signal_name: str
 ) -> None:
     command = [
         *SETTINGS,
@@ -107,6 +108,7 @@ def test_sigterm_saves_a_checkpoint_and_the_resumed_run_is_exact(
         "+callbacks.term.epoch=1",
         "+callbacks.term.batch=1",
         f"+callbacks.term.once_marker={tmp_path}/terminated",
+        f"+callbacks.term.signal_name={signal_name}",
     ]
     stopped = run_train(command, tmp_path, env=WITH_HELPERS, check=False)
     assert stopped.returncode == 143 and not read_summaries(tmp_path)
@@ -228,6 +230,26 @@ def test_own_data_that_is_not_there_is_one_line_and_no_failed_run(tmp_path: Path
     assert not list(tmp_path.rglob("failed.json"))
 
 
+def test_registry_data_not_found_is_recorded_as_read_no_data(tmp_path: Path) -> None:
+    """Tables must not count it as a failed seed of ETTh1's row (results.collect: "no data")."""
+    settings = ["preset=smoke", f"paths.data_dir={tmp_path / 'empty'}", "paths.download=false"]
+    proc = run_train(settings, tmp_path / "out", env={"RA_DATA_MIRROR": ""}, check=False)
+    assert proc.returncode == 2 and "not found" in proc.stderr.strip().splitlines()[-1]
+    (failed,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
+    assert failed["data_read"] is False and failed["error"].startswith("DataMissingError: ")
+
+
+def test_own_data_that_is_a_folder_is_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "ETTh1"
+    folder.mkdir()
+    proc = run_train([*ONE_EPOCH, f"task.datamodule.path={folder}"], tmp_path / "out", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"error: {folder}: a folder, not a CSV file; give the path of the file itself"
+    )
+
+
 def test_the_summary_names_own_data_by_its_file_and_records_what_was_read(finished: Path) -> None:
     (summary,) = read_summaries(finished)
     csv = Path(ett_csv_of(finished))
@@ -244,3 +266,51 @@ def test_the_summary_names_own_data_by_its_file_and_records_what_was_read(finish
 def test_a_run_ends_by_printing_its_folder(finished: Path, tmp_path: Path) -> None:
     proc = run_train(copy_of(finished, tmp_path), tmp_path)
     assert proc.stderr.splitlines()[-1] == f"run folder: {run_dir_of(tmp_path)}"
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``folder`` with its bytes and modification time: what "unchanged" means."""
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_a_folder_holding_another_configs_run_refuses_and_is_left_unchanged(
+    finished: Path, tmp_path: Path
+) -> None:
+    command = copy_of(finished, tmp_path)
+    run_dir = run_dir_of(tmp_path)
+    before = snapshot(run_dir)
+    (recorded,) = read_summaries(tmp_path)
+    proc = run_train([*command, "seed=23", f"hydra.run.dir={run_dir}"], tmp_path, check=False)
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: {run_dir} holds run {recorded['run_id']}, not this config's run ")
+    assert "force=true" in line
+    assert snapshot(run_dir) == before
+
+
+def test_a_skipped_or_refused_command_leaves_the_finished_run_unchanged(
+    finished: Path, tmp_path: Path
+) -> None:
+    command = copy_of(finished, tmp_path)
+    run_dir = run_dir_of(tmp_path)
+    before = {name: content for name, (content, _) in snapshot(run_dir).items()}
+    skipped = run_train([*command, "logger=tensorboard"], tmp_path)
+    assert "already finished" in skipped.stderr
+    refused = run_train([*command, "force=yes"], tmp_path, check=False)
+    assert refused.returncode == 2
+    after = snapshot(run_dir)
+    assert {name: content for name, (content, _) in after.items()} == before
+    # the record is not even rewritten with the same bytes (run.lock is the lock's, not the record)
+    copied = snapshot(run_dir_of(finished))
+    assert all(after[name][1] == copied[name][1] for name in after if name != "run.lock")
+
+
+@pytest.mark.parametrize("logging", [[], ["hydra/job_logging=disabled"]])  # ours, or a user's choice
+def test_a_config_refused_up_front_leaves_no_folder(tmp_path: Path, logging: list[str]) -> None:
+    proc = run_train([*ONE_EPOCH, *logging, "model.n_heads=0"], tmp_path / "out", check=False)
+    assert proc.returncode == 2 and "model.n_heads=0" in proc.stderr.strip().splitlines()[-1]
+    assert not list((tmp_path / "out").rglob("*"))

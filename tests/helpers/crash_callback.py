@@ -35,14 +35,17 @@ class KillAfterEpoch(L.Callback):
 
 
 class TerminateAtBatch(L.Callback):
-    """Send this process SIGTERM (as SLURM or ``kill`` does) after a given batch of a given epoch."""
+    """Send this process SIGTERM (as SLURM or ``kill`` does) or another signal (``SIGINT``: Ctrl-C)
+    after a given batch of a given epoch."""
 
-    def __init__(self, epoch: int, batch: int, once_marker: str | None = None) -> None:
-        self.epoch, self.batch, self.once_marker = epoch, batch, once_marker
+    def __init__(
+        self, epoch: int, batch: int, once_marker: str | None = None, signal_name: str = "SIGTERM"
+    ) -> None:
+        self.epoch, self.batch, self.once_marker, self.signal_name = epoch, batch, once_marker, signal_name
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch) and _first_time(self.once_marker):
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), getattr(signal, self.signal_name))
 
 
 class FailOnce(L.Callback):

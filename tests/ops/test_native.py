@@ -342,3 +342,17 @@ def test_compiled_aaren_step_declines_under_grad() -> None:
     assert model._compiled_step is not None
     y, _ = model.step(x, model.init_state(2))
     assert y.requires_grad
+
+
+def test_the_build_line_says_what_it_does_and_the_measured_time() -> None:
+    """The line once promised "about a minute" for a build that took 2m58s on a busy 2-core machine:
+    it now names the files and the measured CPU time, and divides it by the cores ninja can use."""
+    from recurrent_attention.ops.native import BUILD_CPU_S, SOURCES, build_note
+
+    assert len(SOURCES) == 4 and BUILD_CPU_S == 115
+    assert build_note(cores=1).startswith(
+        "the first load per source version compiles 4 C++ files with g++ -O3: "
+    )
+    assert "~115 CPU-seconds, about 2 min on 1 free core(s)" in build_note(cores=1)  # 115 / 60
+    assert "about 1 min on 2 free core(s)" in build_note(cores=2)  # 57.5 s
+    assert "about 1 min on 4 free core(s)" in build_note(cores=64)  # one file per core at most

@@ -61,9 +61,9 @@ def test_an_overridden_run_gets_its_own_labelled_row(tmp_path: Path, reference: 
     rows, _ = rows_of(runs, reference)
     assert sorted(r["mse (ours)"] for r in rows) == ["0.500 ± 0.141", "0.900"]
     by_label = {r["config"]: r for r in rows}
-    assert set(by_label) == {"default task.lr", "task.lr=0.5"}
+    assert set(by_label) == {"task.lr as configured", "task.lr=0.5"}
     # 0.4 and 0.6: mean 0.5, std sqrt(0.02) = 0.141; the 0.9 run is not in it
-    assert by_label["default task.lr"]["mse (ours)"] == "0.500 ± 0.141"
+    assert by_label["task.lr as configured"]["mse (ours)"] == "0.500 ± 0.141"
     assert by_label["task.lr=0.5"]["mse (ours)"] == "0.900" and by_label["task.lr=0.5"]["n"] == 1
 
 
@@ -76,6 +76,53 @@ def test_config_ids_group_rows_whatever_the_overrides_say(tmp_path: Path, refere
 
     rows, _ = rows_of(runs, reference)
     assert sorted((r["config"], r["n"]) for r in rows) == [("config c0ffee00", 2), ("config decaf000", 1)]
+
+
+def test_configs_that_differ_in_several_overrides_are_labelled_in_words(
+    tmp_path: Path, reference: Path
+) -> None:
+    runs = tmp_path / "runs"
+    summary(runs / "a", 1, {"mse": 0.4, "mae": 0.5}, extra=["task.lr=0.5"])
+    summary(runs / "b", 1, {"mse": 0.6, "mae": 0.5}, extra=["trainer.devices=2"])
+    rows, _ = rows_of(runs, reference)
+    assert sorted(r["config"] for r in rows) == [
+        "task.lr as configured, trainer.devices=2",
+        "task.lr=0.5, trainer.devices as configured",
+    ]
+
+
+def test_one_config_under_two_identity_schemes_is_labelled_by_commit(tmp_path: Path, reference: Path) -> None:
+    """The README's first run beside the committed seed 1: the same numbers, a config_id of another
+    scheme, overrides that say nothing different; the commits tell the rows apart."""
+    runs = tmp_path / "runs"
+    summary(runs / "old", 1, {"mse": 0.4, "mae": 0.5}, config_id="0ld0", run_id="r0", git_commit="978a8bc0ab")
+    summary(runs / "new", 1, {"mse": 0.4, "mae": 0.5}, config_id="new1", run_id="r1", git_commit="52ae2ac1cd")
+    rows, _ = rows_of(runs, reference)
+    assert sorted(r["config"] for r in rows) == ["commit 52ae2ac", "commit 978a8bc"]
+
+
+def test_a_run_whose_data_was_not_found_is_no_seed_of_that_datas_row(tmp_path: Path, reference: Path) -> None:
+    runs = tmp_path / "runs"
+    summary(runs / "s1", 1, {"mse": 0.4, "mae": 0.5}, config_id="c1", run_id="r1")
+    failure(
+        runs / "s2", 2, "DataMissingError: ETTh1.csv: not found", config_id="c1", run_id="r2", data_read=False
+    )
+    failure(
+        runs / "s3", 3, "DataMissingError: ETTh1.csv: not found", config_id="c1", run_id="r3", data_read=False
+    )
+    failure(
+        runs / "s3b",
+        3,
+        "DataMissingError: ETTh1.csv: not found",
+        config_id="c1",
+        run_id="r3",
+        data_read=False,
+    )
+    rows, notes = rows_of(runs, reference)
+    (row,) = rows
+    assert (
+        row["seeds"] == "1" and "failed seeds" not in row and not any(n.startswith("failed:") for n in notes)
+    )
 
 
 @pytest.mark.parametrize(

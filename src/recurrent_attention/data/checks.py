@@ -79,6 +79,8 @@ def reading(file: str | Path, kind: str) -> Iterator[None]:
         yield
     except FileNotFoundError:
         raise DataError(f"{file}: no such file (expected {kind})") from None
+    except IsADirectoryError:
+        raise DataError(f"{file}: a folder, not a {kind}; give the path of the file itself") from None
     except DataError:
         raise
     except PARSE_ERRORS as err:

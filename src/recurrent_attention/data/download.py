@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from recurrent_attention.data import hf
 from recurrent_attention.data.sources import Archive, Source, SourceFile, get_source
-from recurrent_attention.errors import DataError
+from recurrent_attention.errors import DataError, DataMissingError
 
 MIRROR_ENV = "RA_DATA_MIRROR"
 # Some hosts (wikitext.smerity.com) refuse urllib's default "Python-urllib/3.x" agent.
@@ -159,7 +159,7 @@ def _fetch(source: Source, f: SourceFile, data_dir: Path) -> None:
         record_origin([target], f.url)
     else:
         hint = source.manual or f"see {source.homepage}"
-        raise DataError(f"{target}: not found and {source.name} has no direct download ({hint})")
+        raise DataMissingError(f"{target}: not found and {source.name} has no direct download ({hint})")
 
 
 def _fetch_hf(source: Source, data_dir: Path) -> None:
@@ -224,7 +224,7 @@ def resolve_file(
     if not local.is_file():
         where = f"{data_dir}" + (f" or the mirror {mirror}" if mirror else "")
         if not download:
-            raise DataError(
+            raise DataMissingError(
                 f"{f.path}: not found in {where} (expected sha256 {f.sha256 or 'unknown'}); "
                 f"run `{fetch_command(source)}` or set {MIRROR_ENV} to a folder holding it"
             )
@@ -232,14 +232,14 @@ def resolve_file(
             _fetch(source, f, Path(data_dir))
         except OSError as err:
             if source.hf is None:
-                raise DataError(
+                raise DataMissingError(
                     f"{f.path}: not found in {where} and the download failed ({err}); "
                     f"run `{fetch_command(source)}` where the network is reachable, or set {MIRROR_ENV}"
                 ) from None
             try:
                 _fetch_hf(source, Path(data_dir))
             except hf.HFRouteError as hf_err:
-                raise DataError(
+                raise DataMissingError(
                     f"{f.path}: not found in {where}, and both routes failed: "
                     f"{_network_route(source, f)} ({err}); {hf.describe(source.hf)} ({hf_err}); "
                     f"run `{fetch_command(source)}` where either is reachable, "

@@ -7,7 +7,9 @@ One row per record found, with a ``status`` that says how tables must treat it:
   error, never a number in a table; ``error`` says what went wrong;
 - ``duplicate``: the same run (same ``run_key``) found again, e.g. in ``outputs/`` and in
   ``results/runs/``, or typed with another spelling; it counts once, in the first place found;
-- ``superseded``: a failure of a run that also finished (a later attempt succeeded).
+- ``superseded``: a failure of a run that also finished (a later attempt succeeded);
+- ``no data``: a failure before any data was read (``data_read: false``: the data was not found),
+  which is no run of that data's row.
 
 ``config_key`` groups seeds of one config and ``config`` (JSON) describes it (see ``identity``).
 """
@@ -66,7 +68,8 @@ def _row(path: Path) -> dict[str, Any]:
     record = _read(path)
     if path.name == FAILED_NAME:
         error = str(record.get("error") or "failed (no error recorded)")
-        row = {**_flatten({k: v for k, v in record.items() if k != "traceback"}), "status": "failed"}
+        status = "no data" if record.get("data_read") is False else "failed"
+        row = {**_flatten({k: v for k, v in record.items() if k != "traceback"}), "status": status}
     else:
         bad = non_finite_metrics(record.get("metrics") or {})
         error = f"non-finite test metric: {', '.join(bad)}" if bad else None
@@ -87,7 +90,7 @@ def _mark_repeats(frame: pd.DataFrame) -> pd.DataFrame:
     frame["duplicate_of"] = None
     for _, same in frame.groupby("run_key", sort=False):
         finished = same.index[same["status"] == "ok"]
-        failed = same.index[same["status"] == "failed"]
+        failed = same.index[same["status"].isin(["failed", "no data"])]
         kept, repeats = (finished[0], finished[1:]) if len(finished) else (failed[0], failed[1:])
         if len(finished):
             frame.loc[failed, "status"] = "superseded"

@@ -53,20 +53,33 @@ def _short_id(config_key: str) -> str:
     return "legacy summary (no config_id)" if config_key.startswith("legacy-") else f"config {config_key[:8]}"
 
 
-def _labels(descriptions: list[dict[str, Any]], config_keys: list[str]) -> list[str]:
-    """For configs that show the same columns: the overrides that differ between them."""
+def short_commit(commit: Any) -> str:
+    return str(commit)[:7] if isinstance(commit, str) and commit else "unknown"
+
+
+def _labels(descriptions: list[dict[str, Any]], config_keys: list[str], commits: list[set[str]]) -> list[str]:
+    """For configs that show the same columns: the overrides that differ between them, as typed
+    (``task.lr=0.5``) or, where a config did not set one, ``task.lr as configured``; then, where
+    the configs' runs come from different commits, those commits.
+
+    Runs of one config from before a change of the identity scheme (or of a config file) have
+    another ``config_id``, and their overrides may say nothing that differs: the commit tells them
+    apart, a hash alone would not tell a reader anything.
+    """
     names = sorted({k for d in descriptions for k in d})
     absent = object()
     differing = [
         n for n in names if len({json.dumps(d.get(n, absent), default=id) for d in descriptions}) > 1
     ]
+    by_commit = len({tuple(sorted(c)) for c in commits}) > 1
     labels = []
-    for description, key in zip(descriptions, config_keys, strict=True):
-        if not differing:
-            labels.append(_short_id(key))
-            continue
-        words = [f"{n}={show(description[n])}" if n in description else f"default {n}" for n in differing]
-        labels.append(" ".join(words))
+    for description, key, commit in zip(descriptions, config_keys, commits, strict=True):
+        words = [
+            f"{n}={show(description[n])}" if n in description else f"{n} as configured" for n in differing
+        ]
+        if by_commit:
+            words.append(f"commit {', '.join(sorted(commit))}")
+        labels.append(", ".join(words) if words else _short_id(key))
     return labels
 
 
@@ -117,9 +130,14 @@ def config_rows(
     if stats.empty:
         return stats
     shown = [*keys, "model"]
+    finished = runs[runs["status"] == "ok"]
+    commits_of = {
+        key: {short_commit(c) for c in frame["git_commit"]} for key, frame in finished.groupby("config_key")
+    }
     stats["label"] = ""
     for _, same in stats.groupby([stats[k].astype(str) for k in shown], sort=False):
         if len(same) > 1:
             descriptions = [json.loads(c) for c in same["config"]]
-            stats.loc[same.index, "label"] = _labels(descriptions, list(same["config_key"]))
+            commits = [commits_of[key] for key in same["config_key"]]
+            stats.loc[same.index, "label"] = _labels(descriptions, list(same["config_key"]), commits)
     return stats.sort_values([*shown, "label"], kind="stable", na_position="last").reset_index(drop=True)

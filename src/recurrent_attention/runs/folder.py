@@ -1,4 +1,4 @@
-"""Housekeeping of one run folder before a run starts: a fresh start on ``force``, a corrupt checkpoint."""
+"""Housekeeping of one run folder: a fresh start on ``force``, a corrupt checkpoint, a refused config."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch
 
 from recurrent_attention.runs.lock import LOCK_NAME
 
-# Files a force-restart leaves in place: Hydra's record of this very command (written before the
-# app starts), Hydra's log file that is already open, and the lock.
-KEPT_ON_FORCE = (".hydra", LOCK_NAME)
+# Files a force-restart leaves in place: Hydra's log file that may be open already, and the lock.
+# The old run's ``.hydra/`` record moves aside with its summary (train.py writes the new one after).
+KEPT_ON_FORCE = (LOCK_NAME,)
 # Records that results tables collect by name; inside a set-aside folder they get this suffix so
 # that an old run never reappears in a table.
 RECORD_NAMES = ("summary.json", "failed.json")
@@ -65,3 +65,17 @@ def usable_checkpoint(path: Path) -> Path | None:
         )
         return None
     return path
+
+
+def remove_refused_folder(run_dir: Path, output_dir: Path) -> None:
+    """Remove ``run_dir`` and the folders Hydra made above it, inside ``output_dir``, while empty.
+
+    Hydra creates the run folder before ``train.py`` can refuse a config; a refusal leaves nothing
+    behind. A folder holding anything (another run's files) stays, and so does ``output_dir``.
+    """
+    folder, root = run_dir.resolve(), output_dir.resolve()
+    while folder != root and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        if root not in folder.parents:
+            return  # a run folder outside the output folder (hydra.run.dir=...): only itself
+        folder = folder.parent

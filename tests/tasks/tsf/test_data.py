@@ -125,3 +125,12 @@ def test_time_features_by_hand() -> None:
     assert time_features(dates, "t")[1, 0] == pytest.approx(45 / 59 - 0.5)
     with pytest.raises(ValueError, match=r"task.freq='x'"):
         time_features(dates, "x")
+
+
+def test_a_csv_path_that_is_a_folder_is_one_data_error(tmp_path: Path) -> None:
+    from recurrent_attention.data import DataError
+
+    with pytest.raises(
+        DataError, match=rf"^{tmp_path}: a folder, not a CSV file; give the path of the file itself$"
+    ):
+        read_csv(tmp_path)

@@ -29,7 +29,8 @@ ETT_MONTH_ROWS = {"ett_hour": 30 * 24, "ett_minute": 30 * 24 * 4}
 
 def read_csv(path: str | Path) -> pd.DataFrame:
     """Read a TSLib CSV: CRLF or LF line ends, UTF-8 or legacy (Latin-1) header bytes."""
-    raw = Path(path).read_bytes()
+    with reading(path, "CSV file"):
+        raw = Path(path).read_bytes()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
