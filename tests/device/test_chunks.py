@@ -82,11 +82,14 @@ def compose_job():
 
 @pytest.mark.parametrize("chunk", [c.name for c in QUEUE])
 def test_every_job_composes_at_the_papers_size_in_bf16(compose_job, chunk: str) -> None:
-    """A job that does not compose, or composes at CPU sizes, would waste a window."""
+    """A job that does not compose, that train.py refuses, or that composes at CPU sizes would waste a window."""
     from omegaconf import OmegaConf
+
+    from recurrent_attention.config_checks import check_added_keys
 
     for job in chunk_named(chunk).jobs:
         cfg = compose_job(job)
+        check_added_keys(cfg, job.overrides)
         assert cfg.trainer.precision == "bf16-mixed" and cfg.trainer.accelerator == "gpu"
         assert cfg.trainer.get("limit_train_batches") in (None, 1.0)
         if cfg.task.family == "lm":

@@ -141,7 +141,7 @@ def ptb_jobs(n_layers: int, seeds: Iterable[int] = (1,)) -> tuple[Job, ...]:
 # What experiment=crt/ptb_ablation records in ``setting`` (that experiment also sets the CPU sizes, so
 # the GPU jobs name the switches themselves): the Table 8 layout tells its four rows apart by them.
 ABLATION_SETTING = tuple(
-    f"+task.setting.{key}=${{model.{key}}}"
+    f"++task.setting.{key}=${{model.{key}}}"
     for key in ("memory_token", "recurrent_positions", "reset_positions")
 )
 

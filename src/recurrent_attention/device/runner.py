@@ -35,7 +35,15 @@ from recurrent_attention.device.budget import Budget
 
 RUNNER_JSON = "runner.json"
 # Run-folder files that travel back; checkpoints never do (up to hundreds of MB, 16 MiB a file back).
-KEPT_RUN_FILES = ("summary.json", "failed.json", "train.log", "config.yaml", "overrides.yaml", "metrics.csv")
+KEPT_RUN_FILES = (
+    "summary.json",
+    "failed.json",
+    "identity.json",
+    "train.log",
+    "config.yaml",
+    "overrides.yaml",
+    "metrics.csv",
+)
 SMOKE_SWAPS = {"preset=paper": "preset=smoke", "trainer=gpu": "trainer=cpu"}
 KILL_GRACE_S = 15.0  # SIGTERM first: train.py saves its checkpoint and says so, then SIGKILL
 
