@@ -82,7 +82,7 @@ def compose_job():
 
 @pytest.mark.parametrize("chunk", [c.name for c in QUEUE])
 def test_every_job_composes_at_the_papers_size_in_bf16(compose_job, chunk: str) -> None:
-    """A job that does not compose, that train.py refuses, or that composes at CPU sizes would waste a window."""
+    """A job that does not compose, that train.py refuses or that runs at CPU sizes would waste a window."""
     from omegaconf import OmegaConf
 
     from recurrent_attention.config_checks import check_added_keys
