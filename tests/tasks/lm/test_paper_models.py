@@ -70,3 +70,10 @@ def test_reference_crt_gru_rnns_count_table_1s_term() -> None:
     cfg = _compose("model=crt_gru", *TABLE6, "task.compat=reference")
     backbone = instantiate(cfg.model.backbone)
     assert _count(backbone.memory_rnn) + _count(backbone.position_rnn) == 12 * D * D + 6 * D
+
+
+@pytest.mark.parametrize("experiment", ["ptb_3layer", "ptb_16layer", "wt103_3layer", "wt103_16layer"])
+def test_paper_table_experiments_run_the_papers_models(experiment: str) -> None:
+    """The GPU tables (experiment=crt/<dataset>_<L>layer) need no override to get CRT's models."""
+    cfg = _compose(f"experiment=crt/{experiment}", "model=transformer")
+    assert cfg.task.compat == "reference" and cfg.model.relative_positions is True
