@@ -138,7 +138,27 @@ OLD_FILE_VALUES = ("model.final_norm=true", "model.qkv_bias=true")
         # THP's encoder sets final_norm and qkv_bias false for every backbone, over the model file
         (["task=ef/mimic", "model=transformer"], OLD_TRANSFORMER),
         (["task=lm/ptb", "model=transformer"], [*OLD_FILE_VALUES, *OLD_TRANSFORMER, "~task.paper_models"]),
-        (["task=lm/ptb", "model=crt_gru"], ["~task.paper_models", "model.rnn=gru", "model.position_rnn=gru"]),
+        (
+            ["task=lm/ptb", "model=crt_gru"],
+            [
+                "model.rnn=gru",
+                "model.position_rnn=gru",
+                "model.final_norm=true",
+                "model.qkv_bias=true",
+                "model.absolute_positions=false",
+                "~model.backbone.relative_positions",
+                "~model.relative_positions",
+                "~task.paper_models",
+            ],
+        ),
+        (
+            ["task=ef/mimic", "model=crt"],
+            [
+                "model.absolute_positions=false",
+                "~model.backbone.relative_positions",
+                "~model.relative_positions",
+            ],
+        ),
     ],
 )
 def test_added_options_keep_the_ids_runs_had_before_them(task: list[str], before: list[str]) -> None:

@@ -53,6 +53,10 @@ MOVED_TARGETS = {
 # earlier run's id (a finished run is still found); any other value is a new run.
 ADDED_KEYS: dict[str, dict[str, Any]] = {
     "transformer": {"model.relative_positions": False, "model.absolute_positions": True},
+    **{
+        crt: {"model.relative_positions": False, "model.backbone.relative_positions": False}
+        for crt in ("crt", "crt_gru")
+    },
     "*": {"task.paper_models": False},
 }
 
