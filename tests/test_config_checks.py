@@ -61,7 +61,7 @@ BAD = [
     # model.seg_len copies task.seg_len: the message names the key the user set
     (["task=lm/ptb", "model=crt", "task.seg_len=0"], "task.seg_len", "0", "positive integer"),
     (["task=lm/ptb", "task.tokens_per_step=0"], "task.tokens_per_step", "0", "or null"),
-    (["task=lm/ptb", "model=crt", "model.rnn=lstm"], "model.rnn", "'lstm'", "gru, ncgru"),
+    (["task=lm/ptb", "model=crt", "model.rnn=lstm"], "model.rnn", "'lstm'", "gru, gru_eq4, ncgru"),
 ]
 
 

@@ -49,6 +49,18 @@ def _negate(value: object) -> bool:
     return not value
 
 
+def _choose(condition: object, if_true: object, if_false: object) -> object:
+    if not isinstance(condition, bool):
+        raise ValueError(
+            f"${{ra.if:...}} takes true or false first, got {condition!r}: set that key to true or false"
+        )
+    return if_true if condition else if_false
+
+
+def _equal(value: object, other: object) -> bool:
+    return value == other
+
+
 def register_resolver(name: str, resolver: Callable[..., object]) -> None:
     """Register ``resolver`` as ``${name:...}`` unless one of that name exists (calling again is free)."""
     if not OmegaConf.has_resolver(name):
@@ -60,6 +72,8 @@ def register_resolvers() -> None:
 
     ``${ra.env_unset:VAR}`` is true when VAR is empty or unset (wandb goes offline without a key);
     ``${ra.not:${key}}`` negates a boolean (one switch setting two options, e.g. CRT's positions);
+    ``${ra.if:${flag},a,b}`` is a when the boolean flag is true, else b (a switch choosing a value,
+    e.g. the Transformer's class); ``${ra.eq:${key},value}`` is true when the key holds that value;
     ``${ra.run_id:}`` is the run's config hash (see ``runs.identity``);
     ``${ra.ddp_*:}`` fill ``trainer=ddp`` from the machine it starts on;
     ``${ra.program:}`` is the command's own name (``--help`` names itself).
@@ -67,6 +81,8 @@ def register_resolvers() -> None:
     resolvers = {
         "ra.env_unset": lambda name: not os.environ.get(name),
         "ra.not": _negate,
+        "ra.if": _choose,
+        "ra.eq": _equal,
         "ra.run_id": run_id_resolver,
         "ra.ddp_accelerator": ddp_accelerator,
         "ra.ddp_devices": ddp_devices,

@@ -26,6 +26,7 @@ from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.errors import ConfigError
 from recurrent_attention.models.blocks import ACTIVATIONS
+from recurrent_attention.models.ncgru import RNN_KINDS
 from recurrent_attention.ops import PATHS
 
 ABSENT = object()
@@ -107,8 +108,8 @@ RULES = (
     ),
     choice("model.activation", ACTIVATIONS),
     choice("model.path", PATHS),
-    choice("model.rnn", ("gru", "ncgru")),
-    choice("model.position_rnn", ("gru", "ncgru")),
+    choice("model.rnn", RNN_KINDS),
+    choice("model.position_rnn", RNN_KINDS),
     choice("model.ncgru_inverse", ("neumann", "exact")),
     choice("task.compat", ("default", "reference")),
     choice("task.test_checkpoint", ("best", "last")),

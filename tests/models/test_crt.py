@@ -164,3 +164,24 @@ def test_without_memory_token_segments_are_independent_only_when_positions_reset
 def test_with_reset_positions_the_memory_still_links_segments():
     y_a, y_b = _segment_two_outputs(_ablation_model(True, reset_positions=True))
     assert not torch.allclose(y_a, y_b, atol=1e-4)
+
+
+def test_memory_on_the_baselines_relative_attention_steps_as_it_runs():
+    """Table 8's "Transformer + RNN memory" under the paper's models: the memory token in
+    Transformer-XL's relative attention (no memory of its own) still links segments, and ``step``
+    equals ``forward``; relative positions replace the positional RNN, never join it."""
+    torch.manual_seed(0)
+    options = {"seg_len": 3, "dropout": 0.0, "recurrent_positions": False, "relative_positions": True}
+    model = CompactRecurrentTransformer(16, 2, 2, 32, **options).eval()
+    x = torch.randn(2, 7, 16)
+    with torch.no_grad():
+        y, _ = model(x)
+        alone, _ = model(x[:, 3:6])
+        stepped, state = [], model.init_state(2)
+        for t in range(7):
+            y_t, state = model.step(x[:, t], state)
+            stepped.append(y_t)
+    assert not torch.allclose(y[:, 3:6], alone, atol=1e-4)  # segment 1 reaches segment 2
+    torch.testing.assert_close(torch.stack(stepped, dim=1), y, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"model\.recurrent_positions=false"):
+        CompactRecurrentTransformer(16, 2, 2, 32, seg_len=3, relative_positions=True)

@@ -119,3 +119,52 @@ def test_a_moved_class_keeps_the_ids_its_runs_had_before_the_move(model: str, cl
     before = ids(*task, f"model.backbone._target_=recurrent_attention.tasks.video.transformer.{cls}")
     assert ids(*task) == before
     assert ids(*task, "model.iterations=3" if model == "cr_vit" else "model.drop_path=0.2") != before
+
+
+# The transformer's config as it was: values set, then the new keys deleted (Hydra resolves a key
+# it deletes, so the switch goes last).
+OLD_TRANSFORMER = (
+    "model.backbone._target_=recurrent_attention.models.transformer.Transformer",
+    "~model.absolute_positions",
+    "~model.relative_positions",
+)
+OLD_FILE_VALUES = ("model.final_norm=true", "model.qkv_bias=true")
+
+
+@pytest.mark.parametrize(
+    ("task", "before"),
+    [
+        (["task=tsf/etth1", "model=transformer"], [*OLD_FILE_VALUES, *OLD_TRANSFORMER]),
+        # THP's encoder sets final_norm and qkv_bias false for every backbone, over the model file
+        (["task=ef/mimic", "model=transformer"], OLD_TRANSFORMER),
+        (["task=lm/ptb", "model=transformer"], [*OLD_FILE_VALUES, *OLD_TRANSFORMER, "~task.paper_models"]),
+        (
+            ["task=lm/ptb", "model=crt_gru"],
+            [
+                "model.rnn=gru",
+                "model.position_rnn=gru",
+                "model.final_norm=true",
+                "model.qkv_bias=true",
+                "model.absolute_positions=false",
+                "~model.backbone.relative_positions",
+                "~model.relative_positions",
+                "~task.paper_models",
+            ],
+        ),
+        (
+            ["task=ef/mimic", "model=crt"],
+            [
+                "model.absolute_positions=false",
+                "~model.backbone.relative_positions",
+                "~model.relative_positions",
+            ],
+        ),
+    ],
+)
+def test_added_options_keep_the_ids_runs_had_before_them(task: list[str], before: list[str]) -> None:
+    """The Transformer's relative positions and LM's paper_models (issue 51) are new keys: at the
+    value that reproduces earlier runs, a config has the ids it had without them (the config as it
+    was, rebuilt by deleting them); the other value is another run."""
+    assert ids(*task, "preset=smoke") == ids(*task, "preset=smoke", *before)
+    if task[0] == "task=lm/ptb":
+        assert ids(*task, "preset=smoke", "task.compat=reference") != ids(*task, "preset=smoke")

@@ -32,8 +32,18 @@ from recurrent_attention.results.summary import atomic_write_text, device_descri
 from recurrent_attention.tasks.lm.head import LanguageModel
 
 WT103_VOCAB, WT103_CUTOFFS = 267735, (20000, 40000, 200000)
-MODELS = ("transformer", "transformer_xl", "crt_gru", "crt")
-PAPER_NAMES = {"transformer": "TR", "transformer_xl": "TR-XL", "crt_gru": "CRT-GRU", "crt": "CRT-NCGRU"}
+# transformer_relative: model=transformer under task.compat=reference (docs/lm.md): Transformer-XL's
+# relative attention with no memory, the baseline the paper's text charges for relative positions.
+MODELS = ("transformer", "transformer_relative", "transformer_xl", "crt_gru", "crt")
+PAPER_NAMES = {
+    "transformer": "TR",
+    "transformer_relative": "TR (relative, reference)",
+    "transformer_xl": "TR-XL",
+    "crt_gru": "CRT-GRU",
+    "crt": "CRT-NCGRU",
+}
+# Models that see each segment alone (no state carried).
+STATELESS = ("transformer", "transformer_relative")
 # Table 1's leading terms (the O(n d_m) terms dropped); CRT-NCGRU costs what CRT-GRU does.
 FLOP_FORMULAS: dict[str, Callable[[int, int, int], float]] = {
     "transformer": lambda L, n, d: L * (20 * n * d**2 + 6 * n**2 * d),
@@ -41,14 +51,17 @@ FLOP_FORMULAS: dict[str, Callable[[int, int, int], float]] = {
     "crt_gru": lambda L, n, d: n * d**2 * (12 * L + 12) + 8 * L * n**2 * d,
 }
 FLOP_FORMULAS["crt"] = FLOP_FORMULAS["crt_gru"]
+FLOP_FORMULAS["transformer_relative"] = FLOP_FORMULAS["transformer"]
 PARAM_FORMULAS: dict[str, Callable[[int, int], float]] = {
     "transformer": lambda L, d: L * (10 * d**2 + 6 * d),
     "transformer_xl": lambda L, d: L * (10 * d**2 + 6 * d),
     "crt_gru": lambda L, d: (12 + 8 * L) * d**2 + (6 + 4 * L) * d,
 }
 PARAM_FORMULAS["crt"] = PARAM_FORMULAS["crt_gru"]
+PARAM_FORMULAS["transformer_relative"] = PARAM_FORMULAS["transformer"]
 FORMULA_TEXT = {
     "transformer": "L(20nd² + 6n²d)",
+    "transformer_relative": "as TR",
     "transformer_xl": "L(28nd² + 12n²d + 6n²)",
     "crt_gru": "nd²(12L + 12) + 8Ln²d",
     "crt": "as CRT-GRU",
@@ -68,9 +81,11 @@ def build_backbone(model: str, size: Size, seg_len: int) -> Backbone:
     common = {"d_model": size.d_model, "n_heads": size.n_heads, "n_layers": size.n_layers, "d_ff": size.d_ff}
     if model == "transformer":
         return Transformer(**common, dropout=0.0, activation="relu")
+    if model == "transformer_relative":
+        return TransformerXL(**common, mem_len=0, dropout=0.0)
     if model == "transformer_xl":
         return TransformerXL(**common, mem_len=seg_len, dropout=0.0)
-    if model in ("crt", "crt_gru"):
+    if model in ("crt", "crt_gru"):  # the default reading's RNNs (nn.GRU); equation (4)'s cost the same
         rnn = "gru" if model == "crt_gru" else "ncgru"
         return CompactRecurrentTransformer(**common, seg_len=seg_len, rnn=rnn, dropout=0.0, activation="relu")
     raise ValueError(f"unknown model {model!r}; choose from {MODELS}")
@@ -78,7 +93,7 @@ def build_backbone(model: str, size: Size, seg_len: int) -> Backbone:
 
 def _steady_state(backbone: Backbone, model: str, x: torch.Tensor) -> object:
     """The state after one earlier segment (full TXL memory, a CRT memory token); none for the Transformer."""
-    return None if model == "transformer" else backbone(x)[1]
+    return None if model in STATELESS else backbone(x)[1]
 
 
 def _cpu_sdpa_flops(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any, **kwargs: Any) -> int:
@@ -146,7 +161,7 @@ def table6(size: Size, seg_len: int, batch_size: int, repeats: int) -> str:
     for model in MODELS:
         lm = language_model(model, size, seg_len)
         formula = PARAM_FORMULAS[model](size.n_layers, size.d_model)
-        ms = inference_ms(lm, model != "transformer", seg_len, batch_size, repeats)
+        ms = inference_ms(lm, model not in STATELESS, seg_len, batch_size, repeats)
         rows.append(
             f"| {PAPER_NAMES[model]} | {count(lm) / 1e6:.1f}M | {count(lm.backbone) / 1e6:.2f}M | "
             f"{formula / 1e6:.2f}M | {ms:.0f} |"
@@ -188,6 +203,18 @@ def main(argv: list[str] | None = None) -> int:
             "at inference while the weights do not change, so it is not counted here; rebuilt at every "
             "forward it would add 2d³ per segment (+42 % at n = 17, 3 layers). "
             "PTB uses the same widths (d_m 410, 10 heads, d_ff 2100) at 3 layers.",
+            "What the formulas leave unsaid (issue 51): CRT has two GRUs (the memory RNN over the n "
+            "outputs and the positional RNN over the n + 1 inputs), 12nd² each, so 24nd² where the "
+            "formula's layer-independent term has 12nd²; at 16 layers and n = 150 the measured CRT - TR "
+            "gap is 0.691 GFLOPs, of which 24nd² is 0.605 and the rest the memory token's extra position "
+            "in every layer. Its per-layer parameter term is 8d² + 4d against TR's 10d² + 6d, and its "
+            "attention term 8Ln²d against TR's 6Ln²d, though CRT's blocks are the Transformer's. TR's "
+            'formula has no relative-position term, although the text charges TR for one ("comparable '
+            'to Transformer that has additional cost related to the relative positional encoding"); the '
+            "TR rows are our default, absolute-position Transformer, the TR (relative, reference) rows "
+            "model=transformer under task.compat=reference (Transformer-XL's attention with no memory, "
+            "docs/lm.md), both beside TR's formula. The CRT rows run nn.GRU; equation (4)'s GRU "
+            "(compat=reference) costs the same matrix products.",
             "## 16 layers, WikiText-103 sizes (n = 150, 70, 35)",
             table1(wt103, [150, 70, 35]),
             "## 3 layers, PTB segment lengths (n = 70, 35, 17)",
@@ -207,7 +234,11 @@ def main(argv: list[str] | None = None) -> int:
             "d_m 410, 10 heads, d_ff 2100, segments of 150 tokens (TXL memory 150), "
             f"batch {args.batch_size}; median of {args.repeats} batches after one warm-up, state carried, "
             "no gradient. The paper reports 151M / 151M / 150M parameters and 997 / 1421.3 / 997.5 ms per "
-            "batch (Transformer / Transformer-XL / CRT-GRU) on its own GPU; the times here are CPU times.",
+            "batch (Transformer / Transformer-XL / CRT-GRU) on its own GPU; the times here are CPU times. "
+            "TR is our default, absolute-position Transformer; TR (relative, reference) is "
+            "model=transformer under task.compat=reference (Transformer-XL's attention with no memory, "
+            "docs/lm.md), whose count is the paper's Transformer = Transformer-XL. The CRT rows run "
+            "nn.GRU (compat=default); equation (4)'s GRU has 3d fewer parameters per GRU.",
             table6(wt103, 150, args.batch_size, args.repeats),
             f"Command: python scripts/lm_cost.py --out {args.out}. Hardware: {hardware}.",
         ]

@@ -26,6 +26,11 @@ token and its RNN, so every segment is processed alone; ``recurrent_positions=Fa
 positional RNN and the caller adds the Transformer's sinusoidal positions instead (the LM config
 derives ``absolute_positions`` from this switch). With both off the model is the plain
 Transformer applied segment by segment, with the same parameters and the same initial weights.
+``relative_positions=True`` (only without the positional RNN) puts Transformer-XL's relative
+attention, with no memory, in the blocks instead: the paper's baseline Transformer has relative
+positions (its section 3) and Table 8 starts from it, so under the LM task's ``compat=reference``
+the rows without the RNN positional encoding keep the baseline's positions, and with both parts off
+the model is that baseline (``model=transformer``), weight for weight.
 
 State = ``(memory, positional RNN state, buffer)``; a part that is off (or reset) keeps its entry
 at zero. ``forward`` splits ``x`` into segments and, with ``bptt=True``, keeps the graph through
@@ -47,6 +52,7 @@ from torch import Tensor, nn
 from recurrent_attention.models.base import Backbone
 from recurrent_attention.models.ncgru import make_rnn
 from recurrent_attention.models.transformer import Transformer
+from recurrent_attention.models.transformer_xl import TransformerXL
 
 
 class CRTState(NamedTuple):
@@ -76,23 +82,29 @@ class CompactRecurrentTransformer(Backbone):
         memory_token: bool = True,
         recurrent_positions: bool = True,
         reset_positions: bool = True,
+        relative_positions: bool = False,
         final_norm: bool = True,
         qkv_bias: bool = True,
         norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
+        if relative_positions and recurrent_positions:
+            raise ValueError(
+                "model.relative_positions=true replaces the positional RNN: "
+                "set model.recurrent_positions=false"
+            )
         self.d_model, self.seg_len, self.bptt = d_model, seg_len, bptt
         self.reset_positions = reset_positions
         # Built first so that, with both parts off, the initial weights are the plain Transformer's.
-        self.transformer = Transformer(
+        self.transformer = (TransformerXL if relative_positions else Transformer)(
             d_model,
             n_heads,
             n_layers,
             d_ff,
-            dropout,
-            attn_dropout,
-            activation,
-            norm_first,
+            dropout=dropout,
+            attn_dropout=dropout if attn_dropout is None else attn_dropout,
+            activation=activation,
+            norm_first=norm_first,
             final_norm=final_norm,
             qkv_bias=qkv_bias,
             norm_eps=norm_eps,

@@ -1,21 +1,32 @@
-"""GRU and NCGRU (Mucllari et al. 2022): the recurrent cells of the Compact Recurrent Transformer.
+"""The recurrent cells of the Compact Recurrent Transformer: its equation (4), NCGRU and PyTorch's GRU.
 
-NCGRU is a GRU whose candidate recurrent matrix is the scaled Cayley transform
+CRT's GRU is its equation (4) (appendix B):
+
+    r_t = sigma(W_r x_t + U_r h_{t-1} + b_r)        u_t = sigma(W_u x_t + U_u h_{t-1} + b_u)
+    c_t = Phi(W_c x_t + U_c (r_t * h_{t-1}) + b_c)  h_t = (1 - u_t) * h_{t-1} + u_t * c_t
+
+with the reset gate applied BEFORE U_c and one bias per gate (Table 1's ``(6 + 4L) d`` parameter
+term counts exactly these: 3d per GRU, two GRUs). ``nn.GRU`` differs in both (``r * (U_h h + b_hn)``,
+two biases per gate), so :class:`EquationFourGRU` (Phi = tanh, U_c a plain matrix) is the paper's
+GRU and :class:`GRU` (``nn.GRU``, fused) is kept as the project's earlier reading.
+
+NCGRU (Mucllari et al. 2022) is the same loop whose ``U_c`` is the scaled Cayley transform
 ``W = (I + A)^-1 (I - A) D`` of a skew-symmetric ``A`` (D a fixed diagonal of ±1), so W is
-orthogonal and repeated multiplication by it neither explodes nor vanishes; the candidate uses
-modReLU instead of tanh. Inverting ``I + A`` at every forward would cost O(d^3); instead
+orthogonal and repeated multiplication by it neither explodes nor vanishes; Phi is modReLU.
+Inverting ``I + A`` at every forward would cost O(d^3); instead
 ``M ≈ (I + A)^-1`` is kept as a buffer and refreshed after each optimiser step by a truncated
 Neumann series around the previous M (the change of A per step is small, so a few terms give an
 inverse exact to float precision). The gradient through M is the exact one, ``dM = -M dA M``.
 Without gradients (inference), W itself is cached until the weights change: rebuilding it costs
 ``2 d^3`` FLOPs per forward, which at short segments is a large share of a CRT forward.
 
-Both cells share one interface: ``outputs, h_last = cell(x (B, N, d_in), h0 (B, d_hidden))``.
+Every cell has one interface: ``outputs, h_last = cell(x (B, N, d_in), h0 (B, d_hidden))``.
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
@@ -57,8 +68,72 @@ def mod_relu(z: Tensor, bias: Tensor) -> Tensor:
     return torch.sign(z) * F.relu(z.abs() + bias)
 
 
-class NCGRU(nn.Module):
-    """GRU with an orthogonal (scaled Cayley) candidate recurrence and modReLU candidate.
+class GatedRecurrence(nn.Module, ABC):
+    """Equation (4)'s loop; subclasses give ``U_c`` (:meth:`candidate_matrix`) and ``Phi``.
+
+    ``input_proj`` holds ``W_r, W_u, W_c`` and the one bias per gate ``b_r, b_u, b_c``;
+    ``gate_proj`` holds ``U_r, U_u`` (no bias: equation (4) has none there).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.input_proj = nn.Linear(input_size, 3 * hidden_size)  # reset, update, candidate
+        self.gate_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # U_r, U_u
+
+    def reset_gates(self) -> None:
+        """PyTorch's GRU initialisation, U(-1/sqrt(d), 1/sqrt(d)), for the W's, U_r, U_u and biases."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in (self.input_proj.weight, self.input_proj.bias, self.gate_proj.weight):
+            nn.init.uniform_(p, -bound, bound)
+
+    @abstractmethod
+    def candidate_matrix(self) -> Tensor:
+        """``U_c (hidden, hidden)``."""
+
+    @abstractmethod
+    def candidate_activation(self, z: Tensor) -> Tensor:
+        """``Phi``."""
+
+    def forward(self, x: Tensor, h: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``x (B, N, input_size)``, ``h (B, hidden)`` -> outputs ``(B, N, hidden)`` and the last state."""
+        if h is None:
+            h = x.new_zeros(x.shape[0], self.hidden_size)
+        U_c = self.candidate_matrix()
+        inputs = self.input_proj(x)
+        outputs = []
+        for t in range(x.shape[1]):
+            in_r, in_u, in_c = inputs[:, t].chunk(3, dim=-1)
+            gate_r, gate_u = self.gate_proj(h).chunk(2, dim=-1)
+            r, u = torch.sigmoid(in_r + gate_r), torch.sigmoid(in_u + gate_u)
+            candidate = self.candidate_activation(in_c + (r * h) @ U_c.mT)
+            h = (1 - u) * h + u * candidate
+            outputs.append(h)
+        return torch.stack(outputs, dim=1), h
+
+
+class EquationFourGRU(GatedRecurrence):
+    """CRT's GRU as its equation (4) writes it: a plain ``U_c`` after the reset gate, ``Phi = tanh``."""
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__(input_size, hidden_size)
+        self.candidate_proj = nn.Linear(hidden_size, hidden_size, bias=False)  # U_c
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.reset_gates()
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        nn.init.uniform_(self.candidate_proj.weight, -bound, bound)
+
+    def candidate_matrix(self) -> Tensor:
+        return self.candidate_proj.weight
+
+    def candidate_activation(self, z: Tensor) -> Tensor:
+        return torch.tanh(z)
+
+
+class NCGRU(GatedRecurrence):
+    """Equation (4) with an orthogonal (scaled Cayley) ``U_c`` and modReLU as ``Phi``.
 
     ``inverse="neumann"`` keeps ``(I + A)^-1`` by the truncated Neumann refresh (``neumann_terms``
     terms; when the residual is too large for the series to converge, e.g. after a large step or a
@@ -75,13 +150,10 @@ class NCGRU(nn.Module):
         neumann_terms: int = 4,
         negative_fraction: float = 0.5,
     ) -> None:
-        super().__init__()
         if inverse not in ("neumann", "exact"):
             raise ValueError(f"inverse={inverse!r}: choose neumann or exact")
-        self.input_size, self.hidden_size = input_size, hidden_size
+        super().__init__(input_size, hidden_size)
         self.inverse, self.neumann_terms = inverse, neumann_terms
-        self.input_proj = nn.Linear(input_size, 3 * hidden_size)  # reset, update, candidate
-        self.gate_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # U_r, U_u
         # A = P - P^T from the strictly upper triangle of P (the lower triangle gets no gradient).
         self.skew = nn.Parameter(torch.zeros(hidden_size, hidden_size))
         self.mod_bias = nn.Parameter(torch.empty(hidden_size).uniform_(-0.01, 0.01))
@@ -96,9 +168,8 @@ class NCGRU(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        self.reset_gates()
         bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in (self.input_proj.weight, self.input_proj.bias, self.gate_proj.weight):
-            nn.init.uniform_(p, -bound, bound)
         with torch.no_grad():
             # A small random skew matrix: W starts near the ±1 diagonal, a well-conditioned rotation.
             self.skew.copy_(torch.randn(self.hidden_size, self.hidden_size).triu(1) * bound * 0.5)
@@ -152,25 +223,15 @@ class NCGRU(nn.Module):
             cayley = _InverseWithGradient.apply(A, self.inverse_matrix) @ (eye - A)
         return cayley * self.signs
 
-    def forward(self, x: Tensor, h: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """``x (B, N, input_size)``, ``h (B, hidden)`` -> outputs ``(B, N, hidden)`` and the last state."""
-        if h is None:
-            h = x.new_zeros(x.shape[0], self.hidden_size)
-        W = self.recurrent_matrix()
-        inputs = self.input_proj(x)
-        outputs = []
-        for t in range(x.shape[1]):
-            in_r, in_u, in_c = inputs[:, t].chunk(3, dim=-1)
-            gate_r, gate_u = self.gate_proj(h).chunk(2, dim=-1)
-            r, u = torch.sigmoid(in_r + gate_r), torch.sigmoid(in_u + gate_u)
-            candidate = mod_relu(in_c + (r * h) @ W.mT, self.mod_bias)
-            h = (1 - u) * h + u * candidate
-            outputs.append(h)
-        return torch.stack(outputs, dim=1), h
+    def candidate_matrix(self) -> Tensor:
+        return self.recurrent_matrix()
+
+    def candidate_activation(self, z: Tensor) -> Tensor:
+        return mod_relu(z, self.mod_bias)
 
 
 class GRU(nn.Module):
-    """PyTorch's fused GRU behind the same ``(x, h0) -> (outputs, h_last)`` interface as NCGRU."""
+    """PyTorch's fused ``nn.GRU`` (reset after ``U_h``, two biases per gate): not equation (4)."""
 
     def __init__(self, input_size: int, hidden_size: int) -> None:
         super().__init__()
@@ -182,10 +243,15 @@ class GRU(nn.Module):
         return outputs, last.squeeze(0)
 
 
+RNN_KINDS = ("gru", "gru_eq4", "ncgru")
+
+
 def make_rnn(kind: str, input_size: int, hidden_size: int, **ncgru_options: object) -> nn.Module:
-    """``gru`` or ``ncgru`` by name (the model configs choose it)."""
+    """A cell by name (the model configs choose it): ``gru`` (nn.GRU), ``gru_eq4``, ``ncgru``."""
     if kind == "gru":
         return GRU(input_size, hidden_size)
+    if kind == "gru_eq4":
+        return EquationFourGRU(input_size, hidden_size)
     if kind == "ncgru":
         return NCGRU(input_size, hidden_size, **ncgru_options)
-    raise ValueError(f"model.rnn={kind!r}: choose gru or ncgru")
+    raise ValueError(f"model.rnn={kind!r}: choose one of {', '.join(RNN_KINDS)}")

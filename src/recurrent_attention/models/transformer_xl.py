@@ -12,6 +12,8 @@ block; ``qkv_bias``, ``final_norm`` and ``norm_eps`` change that for a protocol 
 State = one memory tensor ``(B, m, d_model)`` per layer, ``m <= mem_len``. ``step`` is ``forward``
 on a one-token segment, so it equals ``forward`` as long as every earlier token is still in the
 memory (at most ``mem_len`` tokens); beyond that the window slides, as in the original evaluation.
+With ``mem_len=0`` (the default) every segment is seen alone: Transformer-XL's code with no memory,
+which is the CRT paper's baseline Transformer (``model=transformer model.relative_positions=true``).
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ class TransformerXL(LayerStack):
         n_heads: int,
         n_layers: int,
         d_ff: int,
-        mem_len: int,
+        mem_len: int = 0,
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
         activation: str = "relu",

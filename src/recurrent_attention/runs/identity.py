@@ -48,6 +48,18 @@ MOVED_TARGETS = {
     for name in ("TimeSformer", "CRViT")
 }
 
+# Keys added since runs were made, with the value that reproduces those runs ({model name or "*":
+# {dotted key: value}}): left out of the hash while they hold it, so that a new option changes no
+# earlier run's id (a finished run is still found); any other value is a new run.
+ADDED_KEYS: dict[str, dict[str, Any]] = {
+    "transformer": {"model.relative_positions": False, "model.absolute_positions": True},
+    **{
+        crt: {"model.relative_positions": False, "model.backbone.relative_positions": False}
+        for crt in ("crt", "crt_gru")
+    },
+    "*": {"task.paper_models": False},
+}
+
 
 def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool = False) -> dict[str, Any]:
     """What the hash covers: the resolved config less ``IGNORED_KEYS``, the naming choices and the
@@ -72,8 +84,22 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(leaf, None)
+    _drop_added(content)
     choices = {name: choices.get(name) for name in NAMING_CHOICES}
     return {"config": _unmoved(content), "choices": choices, "data": data_identity(cfg)}
+
+
+def _drop_added(content: dict[str, Any]) -> None:
+    """Remove from ``content`` the :data:`ADDED_KEYS` that hold their earlier runs' value."""
+    model = content.get("model")
+    name = model.get("name") if isinstance(model, dict) else None
+    for dotted, old_value in {**ADDED_KEYS["*"], **ADDED_KEYS.get(name, {})}.items():
+        *parents, leaf = dotted.split(".")
+        node: Any = content
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node and node[leaf] is old_value:
+            del node[leaf]
 
 
 def _unmoved(node: Any) -> Any:

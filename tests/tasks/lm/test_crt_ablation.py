@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.models.transformer_xl import TransformerXL
 
 register_resolvers()
 TABLE2_ROW = ["experiment=crt/ptb_3layer_cpu", "model.n_layers=3", "task.seg_len=70"]
@@ -64,10 +65,16 @@ def _module(overrides: list[str]) -> torch.nn.Module:
     return instantiate(cfg.task.module, backbone=backbone).eval()
 
 
-def test_transformer_row_is_model_transformer():
-    both_off = ["model.memory_token=false", "model.recurrent_positions=false"]
+@pytest.mark.parametrize("compat", ["default", "reference"])
+def test_transformer_row_is_model_transformer(compat: str):
+    """Under either reading: task.compat=reference makes both Transformer-XL's relative attention
+    with no memory (the paper's baseline, whose Table 8 row is Table 2's 67.0)."""
+    both_off = ["model.memory_token=false", "model.recurrent_positions=false", f"task.compat={compat}"]
     row = _module(["experiment=crt/ptb_ablation", "model=crt", *TABLE2_ROW[1:], *both_off])
-    transformer = _module(["model=transformer", *TABLE2_ROW])
+    transformer = _module(["model=transformer", *TABLE2_ROW, f"task.compat={compat}"])
+    relative = compat == "reference"
+    assert isinstance(row.model.backbone.transformer, TransformerXL) is relative
+    assert row.model.absolute_positions is transformer.model.absolute_positions is not relative
     ours = {k.replace("backbone.transformer.", "backbone."): v for k, v in row.state_dict().items()}
     theirs = transformer.state_dict()
     assert ours.keys() == theirs.keys()
@@ -81,3 +88,19 @@ def test_transformer_row_is_model_transformer():
             assert torch.allclose(
                 row.window_nll(batch, "test"), transformer.window_nll(batch, "test"), atol=1e-5
             )
+
+
+def test_paper_ablation_is_table_2s_paper_run_with_the_papers_models():
+    """experiment=crt/ptb_ablation_paper: the same four rows at experiment=crt/ptb_3layer's sizes and
+    schedule, with CRT's models (task.compat=reference)."""
+    params = _compose(["experiment=crt/ptb_ablation_paper"], hydra=True).hydra.sweeper.params
+    sweep = {key: str(value).split(",") for key, value in params.items()}
+    assert sweep == {key: value for key, value in _sweep().items() if key != "seed"}  # CPU's seeds 1, 2
+    switches = ["model.memory_token=true", "model.recurrent_positions=false"]
+    row = _compose(["experiment=crt/ptb_ablation_paper", "model=crt", *TABLE2_ROW[1:], *switches])
+    table2 = _compose(["experiment=crt/ptb_3layer", "model=crt", *TABLE2_ROW[1:], *switches])
+    row, table2 = (OmegaConf.to_container(c, resolve=True) for c in (row, table2))
+    assert row["task"].pop("setting")["memory_token"] is True
+    table2["task"].pop("setting")
+    assert row == table2 and row["task"]["compat"] == "reference" and row["model"]["d_model"] == 410
+    assert row["model"]["relative_positions"] is True  # RNN memory on the baseline's relative attention

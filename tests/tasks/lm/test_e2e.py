@@ -1,4 +1,5 @@
-"""``train.py ... task=lm/ptb preset=smoke`` for every LM backbone, on a generated PTB-format corpus."""
+"""``train.py ... task=lm/ptb preset=smoke`` for every LM backbone under both readings (``task.compat``:
+ours and the CRT paper's), on a generated PTB-format corpus."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def test_smoke_run_per_model(tmp_path):
         "-m",
         f"model={','.join(MODELS)}",
         "task=lm/ptb",
+        "task.compat=default,reference",
         "preset=smoke",
         "task.vocab_size=31",
         "task.seg_len=8",
@@ -40,8 +42,12 @@ def test_smoke_run_per_model(tmp_path):
         "logger=csv",
     ]
     run_train(overrides, tmp_path / "out")
-    summaries = {s["model"]: s for s in read_summaries(tmp_path / "out")}
-    assert set(summaries) == set(MODELS)
+    summaries = {(s["model"], s["compat"]): s for s in read_summaries(tmp_path / "out")}
+    assert set(summaries) == {(m, c) for m in MODELS for c in ("default", "reference")}
+    # the reference Transformer is Transformer-XL's with no memory: its parameters, another run
+    reference_tr, default_tr = summaries["transformer", "reference"], summaries["transformer", "default"]
+    assert reference_tr["params"] == summaries["transformer_xl", "reference"]["params"]
+    assert reference_tr["run_id"] != default_tr["run_id"]
     for summary in summaries.values():
         assert summary["family"] == "lm" and summary["setting"] == {"seg_len": 8, "n_layers": 1}
         assert math.isfinite(summary["metrics"]["ppl"]) and 1 < summary["metrics"]["ppl"] < 100

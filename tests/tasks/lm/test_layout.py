@@ -125,3 +125,43 @@ def test_table8_rows_in_the_papers_order_and_kept_out_of_table2(tmp_path: Path) 
     assert rows[0]["ppl (ours)"] == "301.00 ± 1.41" and rows[0]["ppl per seed"] == "1: 300.00, 2: 302.00"
     assert rows[4]["ppl (ours)"] == "275.00" and rows[4]["n"] == 1 and rows[4]["seeds"] == "1"
     assert [r["backbone params"] for r in rows] == [1100, 1200, 1200, 1300, 1200]
+
+
+def test_the_two_readings_never_share_a_table(tmp_path: Path) -> None:
+    """task.compat=reference builds other models under the same names (issue 51): its runs get
+    their own tables (named ..._reference), and every table says which models its rows are."""
+    runs = tmp_path / "runs"
+    _run(runs, "transformer", 70, 1, 300.0)
+    _run(runs / "ref", "transformer", 70, 1, 290.0, compat="reference", config_id="t", run_id="t-1")
+    _run(runs, "crt", 70, 1, 270.0, _switches(True, True))
+    _run(
+        runs / "ref",
+        "crt",
+        70,
+        1,
+        260.0,
+        _switches(True, True),
+        compat="reference",
+        config_id="c",
+        run_id="c-1",
+    )
+    reference = tmp_path / "ref"
+    reference.mkdir()
+    (reference / "crt_lm.csv").write_text(REFERENCE)
+    (reference / "crt_table8_ablation.csv").write_text(TABLE8)
+    summaries = load_runs([runs])
+    for tables, name in (
+        (build(summaries, reference), "crt_lm_ptb_3layer_cpu"),
+        (lm_ablation.build(summaries, reference), "crt_table8_ablation_cpu"),
+    ):
+        default, paper = sorted(tables, key=lambda t: t.name)
+        assert (default.name, paper.name) == (name, f"{name}_reference")
+        assert [r["ppl (ours)"] for r in default.frame.to_dict("records")] == [
+            "300.00" if "lm" in name else "270.00"
+        ]
+        assert [r["ppl (ours)"] for r in paper.frame.to_dict("records")] == [
+            "290.00" if "lm" in name else "260.00"
+        ]
+        assert any("task.compat=default" in note for note in default.notes)
+        assert any("relative attention with no memory" in note for note in paper.notes)
+        assert "task.compat=reference" in paper.title and "compat" not in default.title

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.models.ncgru import EquationFourGRU
 from recurrent_attention.results.collect import load_runs
 from recurrent_attention.results.layouts import video
 from recurrent_attention.results.summary import write_summary
@@ -44,7 +47,7 @@ def test_task_composes_with_paper_settings(task: str, classes: int, model: str) 
     assert list(cfg.task.module.scheduler.milestones) == [11, 14] and cfg.task.max_epochs == 15
     assert (cfg.task.test_views, cfg.task.view_ensemble) == (10, "max")
     if model == "cr_vit":
-        assert cfg.model.backbone._target_.endswith("CRViT") and cfg.model.rnn == "gru"
+        assert cfg.model.backbone._target_.endswith("CRViT") and cfg.model.rnn == "gru_eq4"
 
 
 @pytest.mark.parametrize(("compat", "checkpoint"), [("default", "best"), ("reference", "last")])
@@ -69,6 +72,29 @@ def test_stage_experiments_state_the_paper_recipe() -> None:
     )
     assert two.model.pretrained == "run/checkpoints/last.ckpt" and two.model.d_model == 768
     assert one.task.compat == two.task.compat == "reference"
+
+
+@pytest.mark.parametrize(
+    ("experiment", "stage1"),
+    [
+        ("video/stage2", ["stage1=null"]),
+        ("video/synthetic_stage2", ["stage1=null"]),
+        ("video/synthetic_cpu", []),
+    ],
+)
+def test_cr_vit_memory_rnn_reads_every_frame_of_the_video(experiment: str, stage1: list[str]) -> None:
+    """The paper's GRU reads "the sequence length (number of frames per video) ... 16" (appendix A),
+    in each of its two iterations over the video, and is equation (4)'s GRU (issue 51)."""
+    cfg = composed(f"experiment={experiment}", "model=cr_vit", *stage1, "preset=smoke")  # stage 1: none
+    backbone = instantiate(cfg.model.backbone)
+    assert isinstance(backbone.memory_rnn, EquationFourGRU)
+    lengths = []
+    backbone.memory_rnn.register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))
+    crop = cfg.task.crop_size
+    with torch.no_grad():
+        backbone(torch.randn(1, 3, cfg.task.n_frames, crop, crop))
+    assert lengths == [cfg.task.n_frames] * cfg.model.iterations
+    assert cfg.task.n_frames == (16 if experiment == "video/stage2" else 8)  # synthetic: 8 frames
 
 
 def test_synthetic_experiment_composes() -> None:

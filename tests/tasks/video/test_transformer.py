@@ -204,7 +204,7 @@ def small_crvit(**kwargs) -> CRViT:
     return model.eval()
 
 
-@pytest.mark.parametrize("rnn", ["gru", "ncgru"])
+@pytest.mark.parametrize("rnn", ["gru", "gru_eq4", "ncgru"])
 def test_memory_is_zero_in_iteration_one_and_made_by_the_rnn_after(rnn: str) -> None:
     model = small_crvit(rnn=rnn)
     seen: list[Tensor] = []

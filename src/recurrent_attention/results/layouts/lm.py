@@ -37,6 +37,26 @@ PAPER_TABLES = {
     ("wikitext103", 16): "5 and 12",
 }
 
+# task.compat -> which models a table's rows are (docs/lm.md, "Two readings"); a reference table's
+# name ends in _reference, so the two readings never share a row.
+READINGS = {
+    "default": "models as read here (task.compat=default): transformer = sinusoidal absolute positions "
+    "added to the input, no memory; GRU = nn.GRU; CRT's positional RNN a GRU.",
+    "reference": "models as the CRT paper writes them (task.compat=reference): transformer = "
+    "Transformer-XL's relative attention with no memory; GRU = its equation (4); CRT's positional "
+    "RNN of the memory RNN's type (NCGRU in crt, equation (4)'s GRU in crt_gru).",
+}
+
+
+def reading_suffix(compat: str) -> str:
+    """``''`` for the default reading (the committed tables' names), ``_<compat>`` otherwise."""
+    return "" if compat == "default" else f"_{compat}"
+
+
+def reading_title(compat: str) -> str:
+    """What a table's title adds to say its models are the paper's (nothing for the default)."""
+    return "" if compat == "default" else f", CRT's models: task.compat={compat}"
+
 
 def is_ablation(runs: pd.DataFrame) -> pd.Series:
     """True for the runs of CRT's ablation (they carry its switches in their setting)."""
@@ -79,7 +99,8 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
 
     tables = []
     # A failure with no finished seed records no depth: it is in no table (make_tables lists it).
-    for (dataset, layers, preset), part in runs.groupby(["dataset", "setting.n_layers", "preset"]):
+    groups = runs.groupby(["dataset", "setting.n_layers", "preset", "compat"])
+    for (dataset, layers, preset, compat), part in groups:
         lookup = _paper_lookup(reference, PAPER_DATASETS.get(dataset, dataset))
         frame, run_notes = compare(
             part, ["setting.n_layers", "setting.seg_len"], ["ppl"], reference, lookup, digits=2
@@ -96,14 +117,15 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
         label = PAPER_DATASETS.get(dataset, dataset)
         tables.append(
             Table(
-                f"crt_lm_{dataset}_{int(layers)}layer_{preset}",
-                f"{label}, {int(layers)} layers: test perplexity ({preset} preset)",
+                f"crt_lm_{dataset}_{int(layers)}layer_{preset}{reading_suffix(compat)}",
+                f"{label}, {int(layers)} layers: test perplexity ({preset} preset{reading_title(compat)})",
                 frame.reset_index(drop=True),
                 [
                     "perplexity = exp(mean token NLL) over the whole test split, segment after segment "
                     "with the state carried (Transformer: none); mean ± sample std over seeds.",
                     f"paper: CRT Tables {PAPER_TABLES.get((dataset, int(layers)), '2–5, 9–12')} "
                     "(crt = CRT with NCGRU, crt_gru = CRT with GRU; one run each, no std).",
+                    READINGS.get(compat, f"task.compat={compat}"),
                     *run_notes,
                     *provenance(part),
                     *override_notes(part, by="dataset", hide=("model.n_layers", "task.seg_len")),

@@ -12,7 +12,14 @@ from pathlib import Path
 import pandas as pd
 
 from recurrent_attention.results.layouts import family_runs
-from recurrent_attention.results.layouts.lm import ABLATION_KEYS, PAPER_DATASETS, is_ablation
+from recurrent_attention.results.layouts.lm import (
+    ABLATION_KEYS,
+    PAPER_DATASETS,
+    READINGS,
+    is_ablation,
+    reading_suffix,
+    reading_title,
+)
 from recurrent_attention.results.tables import Table, compare, load_reference, paper_number, provenance
 
 # (memory token, recurrent positions) -> CRT Table 8's row, in the paper's order.
@@ -51,7 +58,8 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
     reference = load_reference("crt_table8_ablation.csv", reference_dir)
 
     tables = []
-    for (dataset, layers, preset), part in runs.groupby(["dataset", "setting.n_layers", "preset"]):
+    groups = runs.groupby(["dataset", "setting.n_layers", "preset", "compat"])
+    for (dataset, layers, preset, compat), part in groups:
         label = PAPER_DATASETS.get(dataset, dataset)
 
         def lookup(row: dict, metric: str, label: str = label) -> tuple[float, float] | None:
@@ -91,13 +99,16 @@ def build(runs: pd.DataFrame, reference_dir: Path | None = None) -> list[Table]:
         )
         tables.append(
             Table(
-                f"{name}_{preset}",
-                f"{label}, {int(layers)} layers: CRT's parts switched off, test perplexity ({preset} preset)",
+                f"{name}_{preset}{reading_suffix(compat)}",
+                f"{label}, {int(layers)} layers: CRT's parts switched off, test perplexity "
+                f"({preset} preset{reading_title(compat)})",
                 frame.reset_index(drop=True),
                 [
                     "four configs of one model (model=crt, equal sizes): memory token = the memory token "
                     "and its RNN; RNN positions = the positional RNN, else the Transformer's sinusoidal "
-                    "positions; reset positions = the positional RNN restarts in every segment.",
+                    "positions; reset positions = the positional RNN restarts in every segment (a switch of "
+                    "this project's: the paper's Table 8 has no such row or column; docs/lm.md).",
+                    READINGS.get(compat, f"task.compat={compat}"),
                     "perplexity = exp(mean token NLL) over the whole test split, segment after segment "
                     "with the state carried; mean ± sample std over seeds.",
                     "paper: CRT Table 8 (one run each, no std).",

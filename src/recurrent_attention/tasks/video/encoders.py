@@ -208,12 +208,14 @@ class CRViT(TimeSformer):
 
     Choices the paper leaves open (config keys, defaults in ``conf/model/cr_vit.yaml``):
 
-    - ``frame_split``: ``split`` gives each iteration its own consecutive ``T / iterations`` frames
-      (time embeddings at their place in the clip), so the memory carries the earlier frames;
-      ``repeat`` shows all ``T`` frames in every iteration.
+    - ``frame_split``: ``repeat`` shows all ``T`` frames in every iteration, so the memory RNN reads
+      the whole clip (the paper's 16 frames per video, appendix A); ``split`` gives each iteration
+      its own consecutive ``T / iterations`` frames (time embeddings at their place in the clip), so
+      the memory carries the earlier frames.
     - ``memory_input``: the RNN reads ``frames`` (the mean of each frame's patch outputs, after the
       final LayerNorm, in time order) or ``patches`` (every patch output, time-minor order).
-    - ``rnn``: ``gru`` or ``ncgru`` (hidden size ``d_model``, so the memory is a token).
+    - ``rnn``: ``gru_eq4`` (CRT's equation (4)), ``gru`` (``nn.GRU``) or ``ncgru`` (hidden size
+      ``d_model``, so the memory is a token).
     - ``memory_from_block``: the first block whose time attention sees the memory.
     - ``bptt``: let gradients flow from iteration 2 into iteration 1 through the memory and class token.
     """

@@ -1,0 +1,79 @@
+"""``task.compat=reference`` builds CRT's models as its text has them (issue 51): the Transformer
+baseline is Transformer-XL's relative attention with no memory, the GRU is equation (4) and the
+positional RNN is of the memory RNN's type; ``default`` keeps the project's reading."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.models.ncgru import GRU, NCGRU, EquationFourGRU
+from recurrent_attention.models.transformer import Transformer
+from recurrent_attention.models.transformer_xl import TransformerXL
+
+register_resolvers()
+# Table 6: 16 layers at Transformer-XL base's widths (d_m 410, 10 heads of 41, d_ff 2100).
+TABLE6 = ["task=lm/ptb", "preset=paper", "model.n_layers=16"]
+L, D, H, D_FF = 16, 410, 10, 2100
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+def _count(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def test_reference_transformer_counts_transformer_xls_parameters_without_memory() -> None:
+    cfg = _compose("model=transformer", *TABLE6, "task.compat=reference")
+    backbone = instantiate(cfg.model.backbone)
+    # Transformer-XL by hand: q/k/v, the relative-position projection r_net and the output (no
+    # biases), the feed-forward with biases, two LayerNorms per layer; u and v shared by all layers.
+    by_hand = L * (3 * D * D + D * D + D * D + 2 * D * D_FF + D_FF + D + 4 * D) + 2 * H * (D // H)
+    assert isinstance(backbone, TransformerXL) and backbone.mem_len == 0
+    transformer_xl = instantiate(_compose("model=transformer_xl", *TABLE6).model.backbone)
+    assert _count(backbone) == by_hand == _count(transformer_xl)
+    # no memory: a segment is seen alone, and the LM head adds no absolute positions
+    _, memories = backbone(torch.randn(1, 5, D))
+    assert all(m.shape[1] == 0 for m in memories)
+    assert cfg.task.module.absolute_positions is False and cfg.task.module.carry_state is False
+    # the default keeps the absolute-position Transformer; what it lacks is the relative terms
+    default = instantiate(_compose("model=transformer", *TABLE6).model.backbone)
+    assert type(default) is Transformer
+    relative_terms = L * D * D + 2 * H * (D // H)  # r_net, u, v
+    its_own = L * (3 * D + D) + 2 * D  # q/k/v and output biases, a LayerNorm after the stack
+    assert _count(backbone) - _count(default) == relative_terms - its_own
+
+
+@pytest.mark.parametrize(
+    ("model", "compat", "memory", "position"),
+    [
+        ("crt", "default", NCGRU, GRU),
+        ("crt", "reference", NCGRU, NCGRU),
+        ("crt_gru", "default", GRU, GRU),
+        ("crt_gru", "reference", EquationFourGRU, EquationFourGRU),
+    ],
+)
+def test_reference_crt_rnns_are_the_papers(model: str, compat: str, memory: type, position: type) -> None:
+    cfg = _compose(f"model={model}", "task=lm/ptb", "preset=smoke", f"task.compat={compat}")
+    backbone = instantiate(cfg.model.backbone)
+    assert type(backbone.memory_rnn) is memory and type(backbone.position_rnn) is position
+
+
+def test_reference_crt_gru_rnns_count_table_1s_term() -> None:
+    """Table 1's CRT-GRU parameters (12 + 8L)d² + (6 + 4L)d: the two GRUs are its 12d² + 6d."""
+    cfg = _compose("model=crt_gru", *TABLE6, "task.compat=reference")
+    backbone = instantiate(cfg.model.backbone)
+    assert _count(backbone.memory_rnn) + _count(backbone.position_rnn) == 12 * D * D + 6 * D
+
+
+@pytest.mark.parametrize("experiment", ["ptb_3layer", "ptb_16layer", "wt103_3layer", "wt103_16layer"])
+def test_paper_table_experiments_run_the_papers_models(experiment: str) -> None:
+    """The GPU tables (experiment=crt/<dataset>_<L>layer) need no override to get CRT's models."""
+    cfg = _compose(f"experiment=crt/{experiment}", "model=transformer")
+    assert cfg.task.compat == "reference" and cfg.model.relative_positions is True
