@@ -138,25 +138,17 @@ def ptb_jobs(n_layers: int, seeds: Iterable[int] = (1,)) -> tuple[Job, ...]:
     return tuple(jobs)
 
 
-# What experiment=crt/ptb_ablation records in ``setting`` (that experiment also sets the CPU sizes, so
-# the GPU jobs name the switches themselves): the Table 8 layout tells its four rows apart by them.
-ABLATION_SETTING = tuple(
-    f"++task.setting.{key}=${{model.{key}}}"
-    for key in ("memory_token", "recurrent_positions", "reset_positions")
-)
-
-
 def ablation_jobs(seeds: Iterable[int] = (1,)) -> tuple[Job, ...]:
-    """CRT Table 8 at the paper's size: CRT with its memory token and recurrent positions switched."""
+    """CRT Table 8 at the paper's size: one run of ``experiment=crt/ptb_ablation_paper`` per row (the
+    experiment records the switches in ``setting``; ``hydra.mode=RUN`` runs the one job named)."""
     rows = [(m, r) for m in ("true", "false") for r in ("true", "false")]
     return tuple(
         _job(
+            "experiment=crt/ptb_ablation_paper",
+            "hydra.mode=RUN",
             "model=crt",
-            "task=lm/ptb",
-            *ABLATION_SETTING,
             "model.n_layers=3",
             "task.seg_len=70",
-            "task.compat=reference",
             f"model.memory_token={memory}",
             f"model.recurrent_positions={positions}",
             f"seed={seed}",
