@@ -140,41 +140,50 @@ def fetch_wheels(
 ) -> list[str]:
     """A wheel of each pin for the GPU machine's Python in ``dest``.
 
-    From ``find_links`` alone when given (a wheelhouse, or a test's own wheels), else from the
-    package index into a cache kept between kits. A distribution published only as source
-    (hydra's antlr4 runtime) is built here into a pure-Python wheel.
+    From ``find_links`` alone when given (a wheelhouse, or a test's own wheels), else from a cache
+    kept between kits, filled from the package index: a kit built twice downloads nothing the
+    second time. A distribution published only as source (hydra's antlr4 runtime) is built here
+    into a pure-Python wheel.
     """
     dest.mkdir(parents=True, exist_ok=True)
     cache = find_links or WHEEL_CACHE / f"py{python.replace('.', '')}"
     cache.mkdir(parents=True, exist_ok=True)
     names = []
     for pin in pins:
-        index = ["--no-index", "--find-links", str(cache)] if find_links else ["--find-links", str(cache)]
-        download = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", str(cache)]
-        got = subprocess.run(
-            [*download, *index, *_target_options(python), pin], capture_output=True, text=True
-        )
-        if got.returncode != 0 and not find_links:
-            wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(cache)]
-            got = subprocess.run([*wheel, pin], capture_output=True, text=True)
-        if got.returncode != 0:
-            last = (got.stderr.strip().splitlines() or ["no output"])[-1]
-            raise KitError(
-                f"no wheel of {pin} for Python {python} ({last}); check the network or --find-links"
-            )
-        wheel = _wheel_of(cache, pin)
+        wheel = _wheel_of(cache, pin, python)
+        if wheel is None and not find_links:
+            _download(pin, cache, python)
+            wheel = _wheel_of(cache, pin, python)
+        if wheel is None:
+            raise KitError(f"no wheel of {pin} for Python {python} in {cache}; check --find-links")
         shutil.copyfile(wheel, dest / wheel.name)
         names.append(wheel.name)
     return names
 
 
-def _wheel_of(folder: Path, pin: str) -> Path:
+def _download(pin: str, cache: Path, python: str) -> None:
+    download = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", str(cache)]
+    got = subprocess.run([*download, *_target_options(python), pin], capture_output=True, text=True)
+    if got.returncode != 0:  # published as source only: a pure-Python wheel built here serves any Python
+        wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(cache)]
+        got = subprocess.run([*wheel, pin], capture_output=True, text=True)
+    if got.returncode != 0:
+        last = (got.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KitError(f"no wheel of {pin} for Python {python} ({last}); check the network or --find-links")
+
+
+def _wheel_of(folder: Path, pin: str, python: str) -> Path | None:
+    """The wheel of ``pin`` in ``folder`` that the GPU machine's Python takes: pure Python, or built for
+    that CPython (``cp312``), by its file name's tags."""
     name, version = pin.split("==")
     stem = f"{name.replace('-', '_').lower()}-{version}-"
-    found = sorted(p for p in folder.glob("*.whl") if p.name.lower().startswith(stem))
-    if not found:
-        raise KitError(f"no wheel of {pin} in {folder}")
-    return found[-1]
+    cpython = f"-cp{python.replace('.', '')}-"
+    found = sorted(
+        p
+        for p in folder.glob("*.whl")
+        if p.name.lower().startswith(stem) and ("-none-" in p.name or cpython in p.name)
+    )
+    return found[-1] if found else None
 
 
 def prior_s_per_cost(repo: Path) -> float | None:
