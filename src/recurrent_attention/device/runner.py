@@ -27,6 +27,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,17 @@ class Window:
 
 
 class Runner:
-    def __init__(self, repo: Path, kit: Path, out: Path, budget_s: float, smoke: bool, parallel: int | None):
-        self.repo, self.kit, self.out = repo, kit, out
+    def __init__(
+        self,
+        repo: Path,
+        kit: Path,
+        out: Path,
+        budget_s: float,
+        smoke: bool,
+        parallel: int | None,
+        keep_work: bool = False,
+    ):
+        self.repo, self.kit, self.out, self.keep_work = repo, kit, out, keep_work
         self.start = time.monotonic()
         self.manifest = json.loads((kit / "kit.json").read_text())
         self.work = Path(tempfile.mkdtemp(prefix="ra-device-"))
@@ -354,11 +364,11 @@ class Runner:
             raise
         finally:
             path = self.archive()
-            counts: dict[str, int] = {}
-            for job in self.window.jobs:
-                counts[job.status] = counts.get(job.status, 0) + 1
+            counts = dict(Counter(job.status for job in self.window.jobs))
             self.log(f"jobs: {counts or 'none'}; archive {path} ({path.stat().st_size / 2**20:.2f} MiB)")
             shutil.copyfile(self.work / "runner.log", self.out / "runner.log")
+            if not self.keep_work:  # installed wheels, checkpoints: gigabytes on a node's /tmp
+                shutil.rmtree(self.work, ignore_errors=True)
         return path
 
 
@@ -385,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--parallel", type=int, default=None, help="jobs at a time (default: the chunk's)")
     parser.add_argument("--smoke", action="store_true", help="the smoke form on a CPU (tests)")
+    parser.add_argument(
+        "--keep-work", action="store_true", help="keep the working folder (runs with checkpoints, wheels)"
+    )
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="the repository root (default: here)")
     args = parser.parse_args(argv)
     if not (args.kit / "kit.json").is_file():
@@ -392,7 +405,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, _terminate)
     runner = Runner(
-        args.repo.resolve(), args.kit.resolve(), args.out.resolve(), args.budget, args.smoke, args.parallel
+        args.repo.resolve(),
+        args.kit.resolve(),
+        args.out.resolve(),
+        args.budget,
+        args.smoke,
+        args.parallel,
+        args.keep_work,
     )
     runner.run()
     return 1 if runner.window.problems else 0
