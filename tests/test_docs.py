@@ -82,7 +82,8 @@ def test_no_tracked_file_cites_a_document_outside_the_repo() -> None:
     cited = {
         str(path.relative_to(ROOT)): found
         for path in tracked_text_files()
-        if (found := outside_citations(path, path.read_text(errors="replace")))
+        if path != Path(__file__).resolve()  # this file names them as its examples
+        and (found := outside_citations(path, path.read_text(errors="replace")))
     }
     assert not cited, f"documents outside the repo cited: {cited}; cite docs/design.md or docs/protocols.md"
 
