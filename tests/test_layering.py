@@ -1,8 +1,9 @@
-"""The import rules of DESIGN.md's layering, read from the source (every import, function-level too).
+"""The import rules of docs/design.md's layering, read from the source (every import, function-level too).
 
 A model never imports bench, tasks, results or runs (models/export.py once reached into bench and
 runs from inside functions); the core's config modules import no task family (families register
-their own checks and resolvers).
+their own checks and resolvers); no module of the package reaches itself through its imports
+(``config`` and ``runs.identity`` once imported each other).
 """
 
 from __future__ import annotations
@@ -16,18 +17,27 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "recurrent_attention"
 ABOVE_MODELS = ("bench", "tasks", "results", "runs")
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Absolute names of every module ``path`` imports, at any depth (relative imports resolved)."""
+def import_statements(path: Path) -> list[tuple[str, list[str]]]:
+    """``(module, names)`` of every import in ``path`` at any depth (relative imports resolved):
+    ``import a.b`` is ``("a.b", [])``, ``from a import b, c`` is ``("a", ["b", "c"])``."""
     package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
-    names = set()
+    statements = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            statements.extend((alias.name, []) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = package.rsplit(".", node.level - 1)[0] if node.level else ""
             module = ".".join(part for part in (base, node.module or "") if part)
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
+            statements.append((module, [alias.name for alias in node.names]))
+    return statements
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports, and of every name imported from one."""
+    names = set()
+    for module, imported in import_statements(path):
+        names.add(module)
+        names.update(f"{module}.{name}" for name in imported)
     return names
 
 
@@ -47,3 +57,61 @@ def test_no_model_imports_a_layer_above_or_beside_it(path: Path) -> None:
 def test_the_config_core_imports_no_task_family(name: str) -> None:
     found = forbidden(PACKAGE / name, ("tasks",))
     assert not found, f"{name} imports {found}"
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name (a package by its ``__init__.py``)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Which package modules each module imports. ``from a import b`` where ``a.b`` is a module
+    is an import of ``a.b``; the parent packages Python initialises on the way are not counted
+    (every submodule would otherwise form a circle with its package's ``__init__``)."""
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for module, imported in import_statements(path):
+            submodules = {f"{module}.{item}" for item in imported} & modules.keys()
+            targets |= submodules
+            if module in modules and len(submodules) < max(len(imported), 1):  # names from the module
+                targets.add(module)
+        graph[name] = targets - {name}
+    return graph
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` as ``[a, b, ..., a]``, or ``[]`` where there is none."""
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return []
+        for target in sorted(graph.get(node, ())):
+            circle = visit(target, [*path, node])
+            if circle:
+                return circle
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        circle = visit(start, [])
+        if circle:
+            return circle
+    return []
+
+
+def test_find_circle_on_hand_made_graphs() -> None:
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_package_has_no_import_circle() -> None:
+    circle = find_circle(import_graph(package_modules()))
+    assert not circle, f"import circle {' -> '.join(circle)}: move what both need to a module below them"

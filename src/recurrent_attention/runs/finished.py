@@ -18,6 +18,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.results.summary import SUMMARY_NAME
+from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.resume import CHECKPOINTS, last_checkpoint_path
 
 
@@ -59,11 +60,30 @@ def named_checkpoint(run_dir: Path, summary: dict[str, Any]) -> Path:
     return checkpoint
 
 
-def load_finished_run(run_dir: str | Path) -> FinishedRun:
-    """Config, summary and named checkpoint of the finished ``train.py`` run in ``run_dir``."""
-    from recurrent_attention.config import register_resolvers  # the saved config's own resolvers
+def register_saved_config_resolvers() -> None:
+    """The core's and the families' resolvers, which a saved ``.hydra/config.yaml`` may use.
+
+    Imported here, not in ``runs.identity``: ``config`` imports ``identity`` for ``${ra.run_id:}``,
+    so the hash must not import ``config`` back (``tests/test_layering.py`` finds import circles).
+    """
+    from recurrent_attention.config import register_resolvers
     from recurrent_attention.tasks import register_families
 
+    register_resolvers()
+    register_families()
+
+
+def run_ids_of_folder(run_dir: str | Path) -> dict[str, str]:
+    """The ids of a finished or failed run, recomputed from the config Hydra saved in ``.hydra/`` and
+    the data as it is now (an own file edited since gives other ids)."""
+    register_saved_config_resolvers()
+    hydra_dir = Path(run_dir) / ".hydra"
+    choices = OmegaConf.load(hydra_dir / "hydra.yaml").hydra.runtime.choices
+    return run_ids(OmegaConf.load(hydra_dir / "config.yaml"), OmegaConf.to_container(choices))
+
+
+def load_finished_run(run_dir: str | Path) -> FinishedRun:
+    """Config, summary and named checkpoint of the finished ``train.py`` run in ``run_dir``."""
     run_dir = Path(run_dir)
     hint = "pass the folder a train.py run printed at its end (run folder: ...)"
     if not run_dir.is_dir():
@@ -76,6 +96,5 @@ def load_finished_run(run_dir: str | Path) -> FinishedRun:
         summary = json.loads(summary_path.read_text())
     except json.JSONDecodeError as err:
         raise RunFolderError(f"{summary_path}: not valid JSON ({err}); run the run again") from None
-    register_resolvers()
-    register_families()
+    register_saved_config_resolvers()
     return FinishedRun(run_dir, OmegaConf.load(config_path), summary, named_checkpoint(run_dir, summary))

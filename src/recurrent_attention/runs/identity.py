@@ -20,7 +20,6 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
@@ -156,16 +155,3 @@ def run_id_resolver(*, _root_: DictConfig) -> str:
         return run_ids(_root_, OmegaConf.to_container(_root_.hydra.runtime.choices))["run_id"]
     except OmegaConfBaseException:
         return UNRESOLVED_ID
-
-
-def run_ids_of_folder(run_dir: str | Path) -> dict[str, str]:
-    """The ids of a finished or failed run, recomputed from the config Hydra saved in ``.hydra/`` and
-    the data as it is now (an own file edited since gives other ids)."""
-    from recurrent_attention.config import register_resolvers  # the config's own resolvers
-    from recurrent_attention.tasks import register_families
-
-    register_resolvers()
-    register_families()
-    hydra_dir = Path(run_dir) / ".hydra"
-    choices = OmegaConf.load(hydra_dir / "hydra.yaml").hydra.runtime.choices
-    return run_ids(OmegaConf.load(hydra_dir / "config.yaml"), OmegaConf.to_container(choices))

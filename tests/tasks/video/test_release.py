@@ -16,7 +16,7 @@ from recurrent_attention.tasks.video.release import (
     split_clips,
 )
 
-# The protocols as PROTOCOLS.md states them, written out independently of the code under test.
+# The protocols as docs/protocols.md states them, written out independently of the code under test.
 CS_SUBJECTS = {"train": {3, 4, 6, 7, 9, 12, 13, 15, 17}, "val": {19, 25}, "test": {2, 10, 11, 14, 16, 18, 20}}
 CV_CAMERAS = {
     "cv1": {"train": {1}, "val": {5}, "test": {2}},

@@ -1,6 +1,6 @@
 """UEA classification data: missing-value interpolation, normalisation, a validation carve-out, padding.
 
-Two protocols (PROTOCOLS.md, TSC):
+Two protocols (docs/protocols.md, TSC):
 
 - ``default``: a stratified validation part is held out of TRAIN (``val_fraction``, fixed
   ``split_seed`` so every seed sees the same split); per-channel normalisation statistics come from

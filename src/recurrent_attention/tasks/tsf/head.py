@@ -1,4 +1,4 @@
-"""The causal forecasting model shared by every backbone (PROTOCOLS.md, TSF).
+"""The causal forecasting model shared by every backbone (docs/protocols.md, TSF).
 
 The backbone reads the ``seq_len`` normalised inputs followed by one placeholder token per future
 step (zero value + that step's time features + its position); the outputs at the placeholder

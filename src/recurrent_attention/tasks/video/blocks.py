@@ -12,7 +12,7 @@ patch embedding), as the official code has them (facebookresearch/TimeSformer ``
 Module and parameter names follow the official ones (``blocks.0.temporal_attn.qkv`` ...) so that
 :mod:`~recurrent_attention.tasks.video.weights` maps checkpoints key for key.
 
-The time mixer (``time_mixer``) is where recurrence can live (DESIGN.md): ``softmax`` is the
+The time mixer (``time_mixer``) is where recurrence can live (docs/design.md): ``softmax`` is the
 official bidirectional attention over the frames; ``aaren`` is the project's Aaren attention
 (:class:`~recurrent_attention.models.aaren.AarenAttention`), causal over the frames
 (:class:`CausalTimeAttention`, which also steps one frame at a time). The encoders built from these
