@@ -32,9 +32,14 @@ What each backbone guarantees, read from its state:
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
+from hydra.utils import instantiate
 
+from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.models import Backbone, TransformerXL
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config, sequence_backbones
 
@@ -72,10 +77,22 @@ def run_steps(model: Backbone, x: torch.Tensor, state: object) -> tuple[torch.Te
     return torch.stack(outputs, dim=1), state
 
 
-def test_every_backbone_class_is_covered() -> None:
-    """The discovery finds the four backbones (so an empty or broken discovery cannot pass)."""
-    targets = {model_config(name).model.backbone._target_.rsplit(".", 1)[-1] for name, _ in VARIANTS}
-    assert targets == {"Transformer", "TransformerXL", "Aaren", "CompactRecurrentTransformer"}
+def test_a_backbone_config_copied_under_a_new_name_is_discovered(tmp_path: Path) -> None:
+    """The list is the folder's: ``conf/model`` copied with ``aaren.yaml`` under a new name gains
+    exactly that name (so an empty or broken discovery cannot pass, and no test lists the backbones),
+    the video encoders stay out, and the copy is built from its config and holds ``step == forward``."""
+    shutil.copytree(CONFIG_DIR / "model", tmp_path / "model")
+    shutil.copy(CONFIG_DIR / "model" / "aaren.yaml", tmp_path / "model" / "my_backbone.yaml")
+    found = sequence_backbones(tmp_path)
+    assert found == sorted([*sequence_backbones(), "my_backbone"])
+    assert "timesformer" not in found
+    torch.manual_seed(0)
+    model = instantiate(model_config("my_backbone", (), tmp_path).model.backbone).double().eval()
+    x = inputs(6)
+    with torch.no_grad():
+        y, _ = model(x)
+        stepped, _ = run_steps(model, x, model.init_state(2, dtype=torch.float64))
+    torch.testing.assert_close(stepped, y, **TOL)
 
 
 @pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
