@@ -65,3 +65,13 @@ def test_bad_override_names_the_key() -> None:
         pytest.raises(ConfigCompositionException, match=r"task\.pred_lenn"),
     ):
         compose("train", overrides=["task=tsf/etth1", "task.pred_lenn=3"])
+
+
+def test_no_task_reads_a_model_key_with_a_silent_default() -> None:
+    """A task reads a model's option as ``${model.key}``, which every model config declares (a model
+    without it fails test_task_composes_with_model), never as ``${oc.select:model.key,default}``:
+    a new backbone would silently get the default (a recurrent one would drop its LM state)."""
+    readers = [CONFIG_DIR / "train.yaml", *(CONFIG_DIR / group for group in ("task", "preset", "experiment"))]
+    files = [p for reader in readers for p in ([reader] if reader.is_file() else reader.rglob("*.yaml"))]
+    silent = [str(p.relative_to(CONFIG_DIR)) for p in files if "oc.select:model." in p.read_text()]
+    assert not silent, f"task configs read model keys with a default: {silent}"
