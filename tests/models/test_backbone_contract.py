@@ -10,7 +10,9 @@ file: the list is every model config whose ``backbone._target_`` is a
   the output at t;
 - step: stepping token by token from ``init_state`` gives ``forward``'s outputs;
 - carried state: ``forward`` over a sequence split in two, the state carried, equals ``forward``
-  over the whole, and the state from either of ``forward`` and ``step`` continues under the other.
+  over the whole, and the state from either of ``forward`` and ``step`` continues under the other;
+- detachable state: the state detached as the LM task detaches it between optimiser steps
+  continues with the same outputs, and no gradient flows through it into earlier inputs.
 
 What each backbone guarantees, read from its state:
 
@@ -41,6 +43,7 @@ from hydra.utils import instantiate
 
 from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.models import Backbone, TransformerXL
+from recurrent_attention.tasks.lm.module import detach_state
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config, sequence_backbones
 
 N_TOKENS = 13
@@ -154,3 +157,19 @@ def test_forward_and_step_continue_each_others_state(name: str, overrides: tuple
         continued, _ = model(x[:, split:], state)
     torch.testing.assert_close(stepped, whole[:, split:], **TOL)
     torch.testing.assert_close(continued, whole[:, split:], **TOL)
+
+
+@pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
+def test_a_detached_state_continues_and_cuts_the_graph(name: str, overrides: tuple[str, ...]) -> None:
+    """Truncated BPTT: the continuation from the detached state has the carried state's values, and
+    its gradient reaches none of the first part's inputs (through the state as it was, it would)."""
+    model = build_backbone(name, overrides)
+    x = inputs(N_TOKENS)
+    split = min(capacity(model) or N_TOKENS, 6)
+    first = x[:, :split].clone().requires_grad_()
+    _, state = model(first)
+    kept, _ = model(x[:, split:], state)
+    cut, _ = model(x[:, split:], detach_state(state))
+    torch.testing.assert_close(cut, kept, **TOL)
+    cut.sum().backward()
+    assert first.grad is None
