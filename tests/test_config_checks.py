@@ -74,6 +74,27 @@ def test_bad_value_names_key_value_and_rule(overrides: list[str], key: str, valu
     assert message.startswith(f"{key}={value} ") and allowed in message
 
 
+def test_an_architectures_own_rules_reach_only_its_backbones() -> None:
+    """Aaren's ``path`` and CRT's ``rnn``/``bptt`` rules are theirs: a backbone with options of those
+    names and values of its own (linear attention's ``path=parallel``, an ``rnn: lstm``, an integer
+    ``bptt``) passes, and its constructor checks them (the next test)."""
+    check_config(
+        composed("model=linear_attention", "model.path=parallel", "+model.rnn=lstm", "+model.bptt=3")
+    )
+
+
+@pytest.mark.slow
+def test_a_bad_option_refused_by_a_backbone_constructor_is_one_line(tmp_path) -> None:
+    """``model.path=scan`` is Aaren's, not linear attention's: the constructor's ValueError stops the
+    run with its one line and exit 2, as the up-front checks do."""
+    from tests.conftest import run_train
+
+    proc = run_train(["preset=smoke", "model=linear_attention", "model.path=scan"], tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "error: model.path='scan': choose one of chunked, parallel, recurrent\n" in proc.stderr
+    assert not list(tmp_path.rglob("summary.json"))
+
+
 def test_d_model_must_divide_into_heads() -> None:
     with pytest.raises(ConfigError, match=r"model\.d_model=10 is not divisible by model\.n_heads=4"):
         check_config(composed("model.d_model=10", "model.n_heads=4"))

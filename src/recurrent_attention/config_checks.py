@@ -4,8 +4,11 @@ Without them ``model.n_heads=0`` dies in a ZeroDivisionError deep inside a layer
 trains a model with no layers, and ``seed=abc`` fails in Lightning's seeding. :func:`check_config`
 runs before anything is built and raises one :class:`ConfigError` line naming the key, the value
 and what is allowed. The rules are one table: a key absent from the composed config (a model or
-task family that does not have it) is skipped. A task family adds its own rules (the values its
-data and heads accept) with :func:`register_family_rules` from its ``checks.py``, which
+task family that does not have it) is skipped, and a rule about one architecture's own option
+(Aaren's ``path``, CRT's ``rnn``) names the backbone classes it is about (``owners``): another
+backbone may have an option of that name with values of its own, which its constructor checks
+(a ``ValueError`` there is one line too: ``train.build_backbone``). A task family adds its own
+rules (the values its data and heads accept) with :func:`register_family_rules` from its ``checks.py``, which
 ``recurrent_attention.tasks.register_families`` imports: this module imports no family.
 """
 
@@ -43,17 +46,29 @@ def _number(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Rule:
-    """``keys`` must hold a value that ``accepts``; ``allowed`` says in words what that is."""
+    """``keys`` must hold a value that ``accepts``; ``allowed`` says in words what that is.
+
+    ``owners``: the ``model.backbone._target_`` classes the rule is about (empty: every config
+    that has the keys)."""
 
     keys: tuple[str, ...]
     accepts: Callable[[Any], bool]
     allowed: str
     nullable: bool = False
+    owners: tuple[str, ...] = ()
 
 
-def choice(key: str, options: Iterable[str]) -> Rule:
+def choice(key: str, options: Iterable[str], owners: tuple[str, ...] = ()) -> Rule:
     names = tuple(sorted(options))
-    return Rule((key,), lambda value: value in names, f"one of {', '.join(names)}")
+    return Rule((key,), lambda value: value in names, f"one of {', '.join(names)}", owners=owners)
+
+
+AAREN = ("recurrent_attention.models.aaren.Aaren",)
+# The backbones whose rnn, position_rnn, ncgru_inverse and bptt are CRT's (CR-ViT is CRT's video model).
+CRT = (
+    "recurrent_attention.models.crt.CompactRecurrentTransformer",
+    "recurrent_attention.tasks.video.encoders.CRViT",
+)
 
 
 RULES = (
@@ -95,22 +110,16 @@ RULES = (
     Rule(("task.lr", "task.weight_decay"), lambda v: _number(v) and v >= 0, "a number >= 0"),
     Rule(("task.gradient_clip_val",), lambda v: _number(v) and v > 0, "a number > 0 or null", True),
     Rule(
-        (
-            "force",
-            "model.norm_first",
-            "model.final_norm",
-            "model.bptt",
-            "task.instance_norm",
-            "task.lower_case",
-        ),
+        ("force", "model.norm_first", "model.final_norm", "task.instance_norm", "task.lower_case"),
         lambda v: isinstance(v, bool),
         "true or false",
     ),
+    Rule(("model.bptt",), lambda v: isinstance(v, bool), "true or false", owners=CRT),
     choice("model.activation", ACTIVATIONS),
-    choice("model.path", PATHS),
-    choice("model.rnn", RNN_KINDS),
-    choice("model.position_rnn", RNN_KINDS),
-    choice("model.ncgru_inverse", ("neumann", "exact")),
+    choice("model.path", PATHS, AAREN),
+    choice("model.rnn", RNN_KINDS, CRT),
+    choice("model.position_rnn", RNN_KINDS, CRT),
+    choice("model.ncgru_inverse", ("neumann", "exact"), CRT),
     choice("task.compat", ("default", "reference")),
     choice("task.test_checkpoint", ("best", "last")),
     Rule(("stage1",), lambda v: isinstance(v, str) and bool(v), "the stage-1 run's checkpoint file"),
@@ -178,7 +187,12 @@ def check_config(cfg: DictConfig) -> None:
     A bad value copied by interpolation fails at several keys; the message names the one it was
     set at, not a copy. Last, every other interpolation must resolve (:func:`require_resolvable`).
     """
-    rules = (*RULES, *(rule for family in FAMILY_RULES.values() for rule in family))
+    target = _value(cfg, "model.backbone._target_")
+    rules = [
+        rule
+        for rule in (*RULES, *(rule for family in FAMILY_RULES.values() for rule in family))
+        if not rule.owners or target in rule.owners
+    ]
     failures = [
         (key, value, rule)
         for rule in rules

@@ -131,6 +131,18 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
         raise
 
 
+def build_backbone(node: DictConfig) -> Any:
+    """:func:`build` for ``model.backbone``: each backbone checks its own options in its constructor
+    (``config_checks`` knows only the options every model shares), so a ``ValueError`` raised there
+    is a bad model option, whose message names the key; it stops the run in that one line."""
+    try:
+        return build(node)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, ValueError):
+            raise ConfigError(str(err.__cause__).splitlines()[0]) from None
+        raise
+
+
 def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     """The checkpoint the test reads: the best by ``task.monitor`` unless ``task.test_checkpoint=last``
     (PI-ViT tests its last epoch's weights)."""
@@ -146,7 +158,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     clock = WallClock()
     L.seed_everything(cfg.seed, workers=True)
     datamodule = build(cfg.task.datamodule)
-    backbone = build(cfg.model.backbone)
+    backbone = build_backbone(cfg.model.backbone)
     module = build(cfg.task.module, backbone=backbone)
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False
     callbacks = [clock, *training_callbacks(cfg, run_dir)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
@@ -65,3 +67,41 @@ def test_bad_override_names_the_key() -> None:
         pytest.raises(ConfigCompositionException, match=r"task\.pred_lenn"),
     ):
         compose("train", overrides=["task=tsf/etth1", "task.pred_lenn=3"])
+
+
+def test_no_task_reads_a_model_key_with_a_silent_default() -> None:
+    """A task reads a model's option as ``${model.key}``, which every model config declares (a model
+    without it fails test_task_composes_with_model), never as ``${oc.select:model.key,default}``:
+    a new backbone would silently get the default (a recurrent one would drop its LM state)."""
+    readers = [CONFIG_DIR / "train.yaml", *(CONFIG_DIR / group for group in ("task", "preset", "experiment"))]
+    files = [p for reader in readers for p in ([reader] if reader.is_file() else reader.rglob("*.yaml"))]
+    silent = [str(p.relative_to(CONFIG_DIR)) for p in files if "oc.select:model." in p.read_text()]
+    assert not silent, f"task configs read model keys with a default: {silent}"
+
+
+EXPERIMENTS = options("experiment", 2)
+
+
+def sweep_params(experiment: str) -> dict:
+    """An experiment's ``hydra.sweeper.params`` (empty for one run)."""
+    register_resolvers()
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+    return dict(cfg.hydra.sweeper.params or {})
+
+
+def sweep_models(experiment: str, *command_line: str) -> set[str]:
+    """The models of the jobs Hydra's basic sweeper launches for ``experiment=<experiment>``: the
+    experiment's ``hydra.sweeper.params``, then the command line's overrides, as ``sweep`` joins them."""
+    params = [f"{key}={value}" for key, value in sweep_params(experiment).items()]
+    overrides = OverridesParser.create().parse_overrides([*params, *command_line])
+    (jobs,) = BasicSweeper.split_arguments(overrides, None)
+    return {override.partition("=")[2] for job in jobs for override in job if override.startswith("model=")}
+
+
+@pytest.mark.parametrize("experiment", [e for e in EXPERIMENTS if "model" in sweep_params(e)])
+def test_an_experiments_model_list_is_a_default_the_command_line_replaces(experiment: str) -> None:
+    """``experiment=aaren/tsf model=transformer,aaren,linear_attention`` adds a backbone to a paper's
+    sweep with no config edited; without ``model=`` the experiment's own list runs."""
+    assert sweep_models(experiment) == set(str(sweep_params(experiment)["model"]).split(","))
+    assert sweep_models(experiment, "model=aaren,linear_attention") == {"aaren", "linear_attention"}

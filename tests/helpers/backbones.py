@@ -7,6 +7,7 @@ the contract tests without editing them, and tests the configs' wiring on the wa
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
@@ -33,19 +34,25 @@ WINDOWS = {"mem_len": 4, "seg_len": 4}
 
 
 @cache
-def model_config(name: str, overrides: tuple[str, ...] = ()) -> DictConfig:
-    """``conf/model/<name>.yaml`` composed alone (under ``model``) at the test sizes and windows."""
+def model_config(name: str, overrides: tuple[str, ...] = (), config_dir: Path = CONFIG_DIR) -> DictConfig:
+    """``<config_dir>/model/<name>.yaml`` composed alone (under ``model``) at the test sizes and windows."""
     register_resolvers()
-    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(str(config_dir), version_base="1.3"):
         keys = set(compose(overrides=[f"+model={name}"]).model.keys())  # `in` skips `???` keys
         settings = [f"model.{key}={value}" for key, value in {**SIZES, **WINDOWS}.items() if key in keys]
         return compose(overrides=[f"+model={name}", *settings, *overrides])
 
 
-def sequence_backbones() -> list[str]:
-    """Every model config whose backbone is a :class:`Backbone` (the video encoders are not)."""
-    names = sorted(path.stem for path in (CONFIG_DIR / "model").glob("*.yaml"))
-    return [n for n in names if issubclass(get_class(model_config(n).model.backbone._target_), Backbone)]
+def sequence_backbones(config_dir: Path = CONFIG_DIR) -> list[str]:
+    """Every model config in ``config_dir/model`` whose backbone is a :class:`Backbone` (the video
+    encoders are not): the list is read from the folder, never written down, so a config added
+    there is found without editing a test."""
+    names = sorted(path.stem for path in (config_dir / "model").glob("*.yaml"))
+    return [
+        name
+        for name in names
+        if issubclass(get_class(model_config(name, (), config_dir).model.backbone._target_), Backbone)
+    ]
 
 
 def build_backbone(name: str, overrides: tuple[str, ...] = ()) -> Backbone:

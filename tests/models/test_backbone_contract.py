@@ -10,7 +10,9 @@ file: the list is every model config whose ``backbone._target_`` is a
   the output at t;
 - step: stepping token by token from ``init_state`` gives ``forward``'s outputs;
 - carried state: ``forward`` over a sequence split in two, the state carried, equals ``forward``
-  over the whole, and the state from either of ``forward`` and ``step`` continues under the other.
+  over the whole, and the state from either of ``forward`` and ``step`` continues under the other;
+- detachable state: the state detached as the LM task detaches it between optimiser steps
+  continues with the same outputs, and no gradient flows through it into earlier inputs.
 
 What each backbone guarantees, read from its state:
 
@@ -32,10 +34,16 @@ What each backbone guarantees, read from its state:
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
+from hydra.utils import instantiate
 
+from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.models import Backbone, TransformerXL
+from recurrent_attention.tasks.lm.module import detach_state
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config, sequence_backbones
 
 N_TOKENS = 13
@@ -72,10 +80,22 @@ def run_steps(model: Backbone, x: torch.Tensor, state: object) -> tuple[torch.Te
     return torch.stack(outputs, dim=1), state
 
 
-def test_every_backbone_class_is_covered() -> None:
-    """The discovery finds the four backbones (so an empty or broken discovery cannot pass)."""
-    targets = {model_config(name).model.backbone._target_.rsplit(".", 1)[-1] for name, _ in VARIANTS}
-    assert targets == {"Transformer", "TransformerXL", "Aaren", "CompactRecurrentTransformer"}
+def test_a_backbone_config_copied_under_a_new_name_is_discovered(tmp_path: Path) -> None:
+    """The list is the folder's: ``conf/model`` copied with ``aaren.yaml`` under a new name gains
+    exactly that name (so an empty or broken discovery cannot pass, and no test lists the backbones),
+    the video encoders stay out, and the copy is built from its config and holds ``step == forward``."""
+    shutil.copytree(CONFIG_DIR / "model", tmp_path / "model")
+    shutil.copy(CONFIG_DIR / "model" / "aaren.yaml", tmp_path / "model" / "my_backbone.yaml")
+    found = sequence_backbones(tmp_path)
+    assert found == sorted([*sequence_backbones(), "my_backbone"])
+    assert "timesformer" not in found
+    torch.manual_seed(0)
+    model = instantiate(model_config("my_backbone", (), tmp_path).model.backbone).double().eval()
+    x = inputs(6)
+    with torch.no_grad():
+        y, _ = model(x)
+        stepped, _ = run_steps(model, x, model.init_state(2, dtype=torch.float64))
+    torch.testing.assert_close(stepped, y, **TOL)
 
 
 @pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
@@ -137,3 +157,19 @@ def test_forward_and_step_continue_each_others_state(name: str, overrides: tuple
         continued, _ = model(x[:, split:], state)
     torch.testing.assert_close(stepped, whole[:, split:], **TOL)
     torch.testing.assert_close(continued, whole[:, split:], **TOL)
+
+
+@pytest.mark.parametrize(("name", "overrides"), VARIANTS, ids=IDS)
+def test_a_detached_state_continues_and_cuts_the_graph(name: str, overrides: tuple[str, ...]) -> None:
+    """Truncated BPTT: the continuation from the detached state has the carried state's values, and
+    its gradient reaches none of the first part's inputs (through the state as it was, it would)."""
+    model = build_backbone(name, overrides)
+    x = inputs(N_TOKENS)
+    split = min(capacity(model) or N_TOKENS, 6)
+    first = x[:, :split].clone().requires_grad_()
+    _, state = model(first)
+    kept, _ = model(x[:, split:], state)
+    cut, _ = model(x[:, split:], detach_state(state))
+    torch.testing.assert_close(cut, kept, **TOL)
+    cut.sum().backward()
+    assert first.grad is None

@@ -125,10 +125,14 @@ def test_a_moved_class_keeps_the_ids_its_runs_had_before_the_move(model: str, cl
 # it deletes, so the switch goes last).
 OLD_TRANSFORMER = (
     "model.backbone._target_=recurrent_attention.models.transformer.Transformer",
+    "~model.carry_state",
     "~model.absolute_positions",
     "~model.relative_positions",
 )
 OLD_FILE_VALUES = ("model.final_norm=true", "model.qkv_bias=true")
+# The LM task read both with defaults (``oc.select``) before every model declared them (issue 49).
+OLD_LM_DEFAULTS = ("task.module.carry_state=false", "task.module.absolute_positions=true")
+OLD_AAREN = ("~model.carry_state", "~model.absolute_positions")
 
 
 @pytest.mark.parametrize(
@@ -137,7 +141,12 @@ OLD_FILE_VALUES = ("model.final_norm=true", "model.qkv_bias=true")
         (["task=tsf/etth1", "model=transformer"], [*OLD_FILE_VALUES, *OLD_TRANSFORMER]),
         # THP's encoder sets final_norm and qkv_bias false for every backbone, over the model file
         (["task=ef/mimic", "model=transformer"], OLD_TRANSFORMER),
-        (["task=lm/ptb", "model=transformer"], [*OLD_FILE_VALUES, *OLD_TRANSFORMER, "~task.paper_models"]),
+        (
+            ["task=lm/ptb", "model=transformer"],
+            [*OLD_FILE_VALUES, *OLD_LM_DEFAULTS, *OLD_TRANSFORMER, "~task.paper_models"],
+        ),
+        (["task=tsf/etth1", "model=aaren"], OLD_AAREN),
+        (["task=lm/ptb", "model=aaren"], [*OLD_LM_DEFAULTS, *OLD_AAREN, "~task.paper_models"]),
         (
             ["task=lm/ptb", "model=crt_gru"],
             [
@@ -162,7 +171,8 @@ OLD_FILE_VALUES = ("model.final_norm=true", "model.qkv_bias=true")
     ],
 )
 def test_added_options_keep_the_ids_runs_had_before_them(task: list[str], before: list[str]) -> None:
-    """The Transformer's relative positions and LM's paper_models (issue 51) are new keys: at the
+    """The Transformer's relative positions and LM's paper_models (issue 51), the LM keys every model
+    now declares (carry_state, absolute_positions; issue 49) are new keys: at the
     value that reproduces earlier runs, a config has the ids it had without them (the config as it
     was, rebuilt by deleting them); the other value is another run."""
     assert ids(*task, "preset=smoke") == ids(*task, "preset=smoke", *before)

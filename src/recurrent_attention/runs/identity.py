@@ -51,7 +51,12 @@ MOVED_TARGETS = {
 # {dotted key: value}}): left out of the hash while they hold it, so that a new option changes no
 # earlier run's id (a finished run is still found); any other value is a new run.
 ADDED_KEYS: dict[str, dict[str, Any]] = {
-    "transformer": {"model.relative_positions": False, "model.absolute_positions": True},
+    "transformer": {
+        "model.relative_positions": False,
+        "model.absolute_positions": True,
+        "model.carry_state": False,
+    },
+    "aaren": {"model.carry_state": False, "model.absolute_positions": True},
     **{
         crt: {"model.relative_positions": False, "model.backbone.relative_positions": False}
         for crt in ("crt", "crt_gru")

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
-from recurrent_attention.models.aaren import Aaren
-from recurrent_attention.models.transformer import Transformer
 from recurrent_attention.tasks.rl.head import DecisionTransformer
+from tests.helpers.backbones import model_config, sequence_backbones
 
 STATE_DIM, ACT_DIM, T = 5, 3, 8
 
 
 def make_model(backbone: str, seed: int = 0) -> DecisionTransformer:
+    """The head around ``conf/model/<backbone>.yaml``'s backbone at the test sizes."""
     torch.manual_seed(seed)
-    cls = {"aaren": Aaren, "transformer": Transformer}[backbone]
-    model = DecisionTransformer(
-        cls(d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0), STATE_DIM, ACT_DIM
-    )
+    model = DecisionTransformer(instantiate(model_config(backbone).model.backbone), STATE_DIM, ACT_DIM)
     model.set_state_statistics(torch.randn(STATE_DIM), torch.rand(STATE_DIM) + 0.5)
     return model.eval()
 
@@ -30,7 +28,7 @@ def inputs(batch: int = 2, length: int = T) -> tuple[torch.Tensor, ...]:
     return returns, states, actions, timesteps
 
 
-@pytest.mark.parametrize("backbone", ["aaren", "transformer"])
+@pytest.mark.parametrize("backbone", sequence_backbones())
 def test_action_at_t_never_sees_action_t_or_later(backbone: str) -> None:
     model = make_model(backbone)
     returns, states, actions, timesteps = inputs()

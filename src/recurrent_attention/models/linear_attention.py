@@ -1,0 +1,168 @@
+"""Causal linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"), ELU+1 feature map.
+
+Softmax's ``exp(q·k)`` is replaced by ``phi(q)·phi(k)`` with ``phi(x) = elu(x) + 1`` (positive, so
+every weight is positive and the normaliser never vanishes). The output at token ``i`` (their
+equations 4-6, per head) is then
+
+    o_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps),
+    S_i = sum_{j<=i} phi(k_j) v_j^T,   z_i = sum_{j<=i} phi(k_j)
+
+so the state ``(S, z)`` per layer and head has a constant size, ``d_head x d_head`` and ``d_head``:
+the closest relative of Aaren (also a constant-size state, but of a softmax with a learned query).
+``eps`` is the reference implementation's 1e-6 (fast-transformers' ``CausalLinearAttention``).
+
+``path`` picks how ``forward`` computes the sums; all three agree to float64 precision:
+
+- ``parallel``: ``S_i``, ``z_i`` as cumulative sums over the tokens (memory ``N x d_head^2`` per head);
+- ``chunked`` (default): chunks of ``chunk_size`` tokens, inside a chunk the masked products
+  ``(phi(Q) phi(K)^T ⊙ causal) V``, between chunks the carried ``(S, z)`` (memory ``chunk^2 + d_head^2``);
+- ``recurrent``: token by token, the form :meth:`LinearAttention.step` takes.
+
+The blocks around it are every backbone's (:class:`~recurrent_attention.models.blocks.LayerStack`).
+There is no attention matrix to drop, so there is no attention-probability dropout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from recurrent_attention.models.blocks import HeadProjections, LayerStack
+
+EPS = 1e-6
+
+
+class LinearState(NamedTuple):
+    """Per head: ``s (B, H, d_head, d_head) = sum phi(k_j) v_j^T`` and ``z (B, H, d_head) = sum phi(k_j)``."""
+
+    s: Tensor
+    z: Tensor
+
+
+def feature_map(x: Tensor) -> Tensor:
+    """``elu(x) + 1``: positive features, so the attention weights are positive (the paper's choice)."""
+    return F.elu(x) + 1
+
+
+def _normalised(numerator: Tensor, denominator: Tensor) -> Tensor:
+    return numerator / (denominator.unsqueeze(-1) + EPS)
+
+
+def recurrent_step(q: Tensor, k: Tensor, v: Tensor, state: LinearState) -> tuple[Tensor, LinearState]:
+    """One token: features ``q, k`` and values ``v`` ``(B, H, d_head)``; the state absorbs the token first."""
+    s = state.s + k.unsqueeze(-1) * v.unsqueeze(-2)
+    z = state.z + k
+    out = _normalised(torch.einsum("bhd,bhde->bhe", q, s), (q * z).sum(-1))
+    return out, LinearState(s, z)
+
+
+def recurrent(
+    q: Tensor, k: Tensor, v: Tensor, state: LinearState, chunk_size: int
+) -> tuple[Tensor, LinearState]:
+    """Token by token over ``(B, H, N, d_head)`` inputs (``chunk_size`` unused)."""
+    del chunk_size
+    outputs = []
+    for t in range(q.shape[-2]):
+        out, state = recurrent_step(q[..., t, :], k[..., t, :], v[..., t, :], state)
+        outputs.append(out)
+    return torch.stack(outputs, dim=-2) if outputs else v.clone(), state
+
+
+def parallel(
+    q: Tensor, k: Tensor, v: Tensor, state: LinearState, chunk_size: int
+) -> tuple[Tensor, LinearState]:
+    """Every ``S_i``, ``z_i`` at once as cumulative sums from the carried state (``chunk_size`` unused)."""
+    del chunk_size
+    if q.shape[-2] == 0:
+        return v.clone(), state
+    s = state.s.unsqueeze(-3) + torch.einsum("bhnd,bhne->bhnde", k, v).cumsum(-3)
+    z = state.z.unsqueeze(-2) + k.cumsum(-2)
+    out = _normalised(torch.einsum("bhnd,bhnde->bhne", q, s), (q * z).sum(-1))
+    return out, LinearState(s[..., -1, :, :], z[..., -1, :])
+
+
+def chunked(
+    q: Tensor, k: Tensor, v: Tensor, state: LinearState, chunk_size: int
+) -> tuple[Tensor, LinearState]:
+    """Chunks of ``chunk_size`` tokens: masked products inside a chunk, the carried state across."""
+    s, z = state
+    outputs = []
+    for start in range(0, q.shape[-2], chunk_size):
+        qc, kc, vc = (t[..., start : start + chunk_size, :] for t in (q, k, v))
+        weights = (qc @ kc.transpose(-1, -2)).tril()  # (B, H, c, c): phi(q_i)·phi(k_j), j <= i
+        numerator = qc @ s + weights @ vc
+        denominator = (qc @ z.unsqueeze(-1)).squeeze(-1) + weights.sum(-1)
+        outputs.append(_normalised(numerator, denominator))
+        s = s + kc.transpose(-1, -2) @ vc
+        z = z + kc.sum(-2)
+    return torch.cat(outputs, dim=-2) if outputs else v.clone(), LinearState(s, z)
+
+
+FORMS: dict[str, Callable[[Tensor, Tensor, Tensor, LinearState, int], tuple[Tensor, LinearState]]] = {
+    "chunked": chunked,
+    "parallel": parallel,
+    "recurrent": recurrent,
+}
+
+
+class LinearAttention(nn.Module):
+    """Multi-head causal linear attention on the shared q/k/v/output projections."""
+
+    def __init__(
+        self, d_model: int, n_heads: int, path: str = "chunked", chunk_size: int = 64, qkv_bias: bool = True
+    ) -> None:
+        super().__init__()
+        if path not in FORMS:
+            raise ValueError(f"model.path={path!r}: choose one of {', '.join(sorted(FORMS))}")
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"model.chunk_size={chunk_size!r}: use a positive integer")
+        self.proj = HeadProjections(d_model, n_heads, qkv_bias)
+        self.path, self.chunk_size = path, chunk_size
+
+    def forward(self, x: Tensor, state: LinearState | None = None) -> tuple[Tensor, LinearState]:
+        q, k, v = self.proj.heads_qkv(x)
+        if state is None:
+            state = self.init_state(x.shape[0], x.device, x.dtype)
+        out, state = FORMS[self.path](feature_map(q), feature_map(k), v, state, self.chunk_size)
+        return self.proj.merge_heads(out), state
+
+    def step(self, x_t: Tensor, state: LinearState) -> tuple[Tensor, LinearState]:
+        q, k, v = (part.squeeze(-2) for part in self.proj.heads_qkv(x_t.unsqueeze(-2)))
+        out, state = recurrent_step(feature_map(q), feature_map(k), v, state)
+        return self.proj.out_proj(out.flatten(-2)), state
+
+    def init_state(
+        self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None
+    ) -> LinearState:
+        heads, d_head = self.proj.n_heads, self.proj.d_head
+        factory = {"device": device, "dtype": dtype or self.proj.qkv.weight.dtype}
+        return LinearState(
+            torch.zeros(batch_size, heads, d_head, d_head, **factory),
+            torch.zeros(batch_size, heads, d_head, **factory),
+        )
+
+
+class LinearTransformer(LayerStack):
+    """Linear-attention layers in the residual blocks every backbone shares; state = ``(S, z)`` per layer."""
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_layers: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "gelu",
+        norm_first: bool = False,
+        final_norm: bool = True,
+        path: str = "chunked",
+        chunk_size: int = 64,
+        qkv_bias: bool = True,
+        norm_eps: float = 1e-5,
+    ) -> None:
+        mixers = [LinearAttention(d_model, n_heads, path, chunk_size, qkv_bias) for _ in range(n_layers)]
+        super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)

@@ -1,0 +1,123 @@
+"""Causal linear attention's math against a naive O(N^2) form written from the paper's equation.
+
+The truth is :func:`naive`: for each token i the weights ``phi(q_i)·phi(k_j)`` of every j <= i, one
+token at a time, normalised by their sum (+ eps). Every path (chunked at several chunk sizes,
+parallel cumulative sums, recurrent) is held to it in float64, from an empty and from a carried
+state, and the state is held to its definition ``(sum phi(k_j) v_j^T, sum phi(k_j))``. The backbone
+contract (step = forward, causality, carried state) is test_backbone_contract's, which finds this
+backbone in ``conf/model`` by itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from recurrent_attention.models.linear_attention import (
+    FORMS,
+    LinearAttention,
+    LinearState,
+    LinearTransformer,
+    feature_map,
+)
+
+EPS = 1e-6  # the reference implementation's (fast-transformers), written here, not imported
+TOL = {"rtol": 1e-12, "atol": 1e-12}
+B, H, D = 2, 3, 4
+# (path, chunk_size): chunks of one token, chunks that do not divide N, one chunk for everything
+PATHS = [("chunked", 1), ("chunked", 3), ("chunked", 64), ("parallel", 64), ("recurrent", 64)]
+
+
+def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``o_i = sum_{j<=i} (phi(q_i)·phi(k_j)) v_j / (sum_{j<=i} phi(q_i)·phi(k_j) + eps)``, token by token."""
+    pq, pk = F.elu(q) + 1, F.elu(k) + 1
+    out = torch.empty_like(v)
+    for i in range(q.shape[-2]):
+        weights = (pq[..., i : i + 1, :] * pk[..., : i + 1, :]).sum(-1)  # (B, H, i + 1)
+        out[..., i, :] = (weights.unsqueeze(-1) * v[..., : i + 1, :]).sum(-2) / (
+            weights.sum(-1, keepdim=True) + EPS
+        )
+    return out
+
+
+def tokens(n: int, seed: int = 0, scale: float = 1.0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    return tuple(scale * torch.randn(B, H, n, D, dtype=torch.float64, generator=g) for _ in range(3))
+
+
+def empty() -> LinearState:
+    return LinearState(
+        torch.zeros(B, H, D, D, dtype=torch.float64), torch.zeros(B, H, D, dtype=torch.float64)
+    )
+
+
+@pytest.mark.parametrize(("path", "chunk_size"), PATHS)
+@pytest.mark.parametrize("scale", [1.0, 30.0], ids=["unit", "large"])
+def test_every_path_equals_the_naive_form(path: str, chunk_size: int, scale: float) -> None:
+    q, k, v = tokens(11, scale=scale)
+    out, _ = FORMS[path](feature_map(q), feature_map(k), v, empty(), chunk_size)
+    torch.testing.assert_close(out, naive(q, k, v), **TOL)
+
+
+@pytest.mark.parametrize(("path", "chunk_size"), PATHS)
+@pytest.mark.parametrize("split", [1, 4, 7])
+def test_a_carried_state_continues_the_naive_form(path: str, chunk_size: int, split: int) -> None:
+    """The state after the first ``split`` tokens makes the rest equal to the naive form over all."""
+    q, k, v = tokens(11, seed=1)
+    phi_q, phi_k = feature_map(q), feature_map(k)
+    _, state = FORMS[path](
+        phi_q[..., :split, :], phi_k[..., :split, :], v[..., :split, :], empty(), chunk_size
+    )
+    rest, _ = FORMS[path](phi_q[..., split:, :], phi_k[..., split:, :], v[..., split:, :], state, chunk_size)
+    torch.testing.assert_close(rest, naive(q, k, v)[..., split:, :], **TOL)
+
+
+@pytest.mark.parametrize(("path", "chunk_size"), PATHS)
+def test_the_state_is_its_definition_and_constant_size(path: str, chunk_size: int) -> None:
+    """``S = sum_j phi(k_j) v_j^T`` (an outer product per token, summed by hand), ``z = sum_j phi(k_j)``,
+    and the same shapes after 2 tokens as after 11."""
+    shapes = set()
+    for n in (2, 11):
+        q, k, v = tokens(n, seed=2)
+        _, state = FORMS[path](feature_map(q), feature_map(k), v, empty(), chunk_size)
+        phi_k = F.elu(k) + 1
+        s = sum(phi_k[..., j, :, None] * v[..., j, None, :] for j in range(n))
+        torch.testing.assert_close(state.s, s, **TOL)
+        torch.testing.assert_close(state.z, phi_k.sum(-2), **TOL)
+        shapes.add((state.s.shape, state.z.shape))
+    assert shapes == {((B, H, D, D), (B, H, D))}
+
+
+def test_gradients_agree_across_paths() -> None:
+    """The paths are different computations of one function: their input gradients agree too."""
+    grads = []
+    for path, chunk_size in PATHS:
+        q, k, v = (t.requires_grad_() for t in tokens(9, seed=3))
+        out, state = FORMS[path](feature_map(q), feature_map(k), v, empty(), chunk_size)
+        (out.square().sum() + state.s.sum() + state.z.sum()).backward()
+        grads.append(torch.cat([q.grad.flatten(), k.grad.flatten(), v.grad.flatten()]))
+    for grad in grads[1:]:
+        torch.testing.assert_close(grad, grads[0], **TOL)
+
+
+def test_the_layer_is_linear_attention_between_the_shared_projections() -> None:
+    """The mixer = output projection of the naive form over the heads of its q/k/v projection."""
+    torch.manual_seed(0)
+    layer = LinearAttention(d_model=H * D, n_heads=H, chunk_size=4).double()
+    x = torch.randn(B, 10, H * D, dtype=torch.float64)
+    q, k, v = layer.proj.heads_qkv(x)
+    out, _ = layer(x)
+    torch.testing.assert_close(out, layer.proj.merge_heads(naive(q, k, v)), **TOL)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"path": "scan"}, r"^model\.path='scan': choose one of chunked, parallel, recurrent$"),
+        ({"chunk_size": 0}, r"^model\.chunk_size=0: use a positive integer$"),
+    ],
+)
+def test_bad_options_are_one_line_naming_the_key(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LinearTransformer(d_model=8, n_heads=2, n_layers=1, d_ff=16, **kwargs)
