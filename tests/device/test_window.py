@@ -24,8 +24,9 @@ from tests.helpers.device_repo import device_copy
 
 pytestmark = [pytest.mark.slow, needs_mirror]
 # Seconds of the smoke window per chunk: verify ends when its checks and two runs are done (about 90 s
-# alone here, 140 s on a busy machine); the others fill their budget with runs.
-BUDGET = {"verify": 300, "tsf": 60, "ptb": 60, "ptb16": 60, "rl_medium_replay": 90}
+# alone here, 140 s on a busy machine); the others fill their budget with runs, one at a time (a smoke
+# run takes 15-25 s alone here and up to a minute on a busy machine: the first must fit).
+BUDGET = {"verify": 300, "tsf": 90, "ptb": 90, "ptb16": 90, "rl_medium_replay": 120}
 
 
 def window(checkout: Path, wheels: Path, tmp_path: Path, chunk: str, edit: str = "") -> tuple[Path, dict]:
@@ -37,7 +38,7 @@ def window(checkout: Path, wheels: Path, tmp_path: Path, chunk: str, edit: str =
         (there / edit).write_text((there / edit).read_text() + "\nchanged on the way\n")
     out = tmp_path / "out"
     argv = [sys.executable, "scripts/device_run.py", "--kit", KIT_DIR, "--out", str(out), "--smoke"]
-    argv += ["--budget", str(BUDGET[chunk]), "--parallel", "2"]
+    argv += ["--budget", str(BUDGET[chunk]), "--parallel", "1"]
     env = {k: v for k, v in os.environ.items() if k != "RA_DATA_MIRROR"}  # the kit's data, nothing else
     done = subprocess.run(
         argv, cwd=there, env=env, capture_output=True, text=True, timeout=BUDGET[chunk] + 120
@@ -92,9 +93,11 @@ def test_smoke_window_of_each_chunk_makes_a_table(
 def test_budget_stops_launching_and_names_what_it_skipped(windows) -> None:
     _, report = windows("tsf")
     statuses = [j["status"] for j in report["jobs"]]
-    assert statuses.count("finished") >= 2 and "running" not in statuses and "pending" not in statuses
+    assert statuses.count("finished") >= 1 and set(statuses) <= {"finished", "killed", "skipped"}
     skipped = [j for j in report["jobs"] if j["status"] == "skipped"]
-    assert len(skipped) >= len(report["jobs"]) - 8  # 96 jobs of about 25 s each: most cannot fit 60 s
+    assert (
+        len(skipped) >= len(report["jobs"]) - 6
+    )  # 96 runs of 15 s or more, one at a time: most cannot fit 90 s
     assert all(j["reason"].startswith(("expected", "no time left")) for j in skipped)
     assert sum(
         "skipped: expected" in line or "skipped: no time" in line for line in report["stdout"].splitlines()
