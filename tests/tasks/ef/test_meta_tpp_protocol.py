@@ -123,3 +123,18 @@ def test_reference_run_tests_the_epoch_of_the_best_validation_rmse(tmp_path: Pat
     tested = torch.load(summary["tested_checkpoint"], map_location="cpu", weights_only=False)
     assert tested["epoch"] == best_rmse
     assert math.isfinite(summary["metrics"]["rmse"])
+
+
+@pytest.mark.parametrize("backbone", [Aaren, Transformer])
+def test_every_layer_encoding_blockwise_step_equals_forward(backbone) -> None:
+    """With gradients on, ``step`` takes each block's own step (the training-mode path)."""
+    torch.manual_seed(2)
+    model = EventModel(backbone(**THP), n_marks=3, time_every_layer=True).double().eval()
+    intervals = torch.rand(2, 5, dtype=torch.float64)
+    marks = torch.randint(0, 3, (2, 5))
+    state = model.backbone.init_state(2, dtype=torch.float64)
+    steps = []
+    for t in range(5):
+        hidden, state = model.step(intervals[:, t], marks[:, t], state)
+        steps.append(hidden)
+    torch.testing.assert_close(torch.stack(steps, 1), model(intervals, marks), rtol=1e-10, atol=1e-12)
