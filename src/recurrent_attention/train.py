@@ -70,14 +70,20 @@ class NonFiniteMetricError(ValueError):
 
 
 def training_callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
-    """Best and last checkpoints, exact-resume reseeding, early stopping, then `callbacks` of the config."""
+    """Best and last checkpoints, exact-resume reseeding, early stopping, then `callbacks` of the config.
+
+    The best checkpoint follows ``task.checkpoint`` (metric, mode) where the task has one, else
+    ``task.monitor``; early stopping always follows ``task.monitor`` (Meta TPP stops on the
+    validation NLL but tests the checkpoint of the best validation RMSE).
+    """
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
     monitor = cfg.task.monitor
+    best = cfg.task.get("checkpoint") or monitor
     last = LastCheckpoint(run_dir)
     callbacks: list[L.Callback] = [
         ModelCheckpoint(
-            dirpath=last.path.parent, monitor=monitor.metric, mode=monitor.mode, save_top_k=1, filename="best"
+            dirpath=last.path.parent, monitor=best.metric, mode=best.mode, save_top_k=1, filename="best"
         ),
         last,
         ReproducibleEpochs(cfg.seed, last.path),
@@ -144,8 +150,8 @@ def build_backbone(node: DictConfig) -> Any:
 
 
 def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
-    """The checkpoint the test reads: the best by ``task.monitor`` unless ``task.test_checkpoint=last``
-    (PI-ViT tests its last epoch's weights)."""
+    """The checkpoint the test reads: the best by ``task.checkpoint`` (else ``task.monitor``) unless
+    ``task.test_checkpoint=last`` (PI-ViT tests its last epoch's weights)."""
     if cfg.task.get("test_checkpoint", "best") == "last":
         (last,) = (c for c in trainer.checkpoint_callbacks if isinstance(c, LastCheckpoint))
         return str(last.path)

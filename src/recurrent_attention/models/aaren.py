@@ -175,10 +175,13 @@ class Aaren(LayerStack):
         super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)
         self._compiled_step: object | None = None
 
-    def step(self, x_t: Tensor, state: list[ScanState]) -> tuple[Tensor, list[ScanState]]:
-        stepped = self._try_compiled_step(x_t, state)
+    def step(
+        self, x_t: Tensor, state: list[ScanState], reinject: Tensor | None = None
+    ) -> tuple[Tensor, list[ScanState]]:
+        # the compiled step has no reinjection: with one, take the layer stack's own step
+        stepped = None if reinject is not None else self._try_compiled_step(x_t, state)
         if stepped is None:
-            return super().step(x_t, state)
+            return super().step(x_t, state, reinject)
         y_t, flat = stepped
         return y_t, [ScanState(*flat[i : i + 3]) for i in range(0, len(flat), 3)]
 

@@ -146,6 +146,10 @@ class LayerStack(Backbone):
     norms and those functions, on a layout built once and rebuilt when a parameter changes: per-token
     latency is what streaming is for, and at one token most of the cost is per-operation overhead.
     Tests hold it equal to :meth:`blockwise_step`, which every other call takes.
+
+    ``reinject`` (``forward``, ``step``, ``blockwise_step``), shaped as the input, is added to the
+    input of every block after the first: THP re-adds its temporal encoding before each encoder
+    layer, and the first block's input already holds it.
     """
 
     def __init__(
@@ -169,10 +173,14 @@ class LayerStack(Backbone):
         self._lean_layout: tuple[tuple[Tensor, ...], list[int], list[LeanBlock], tuple | None] | None = None
         self.register_load_state_dict_post_hook(self._clear_lean_layout)
 
-    def forward(self, x: Tensor, state: State | None = None) -> tuple[Tensor, State]:
+    def forward(
+        self, x: Tensor, state: State | None = None, reinject: Tensor | None = None
+    ) -> tuple[Tensor, State]:
         states = state if state is not None else [None] * len(self.blocks)
         new_states = []
-        for block, layer_state in zip(self.blocks, states, strict=True):
+        for i, (block, layer_state) in enumerate(zip(self.blocks, states, strict=True)):
+            if i and reinject is not None:
+                x = x + reinject
             x, layer_state = block(x, layer_state)
             new_states.append(layer_state)
         return self.norm(x), new_states
@@ -182,20 +190,26 @@ class LayerStack(Backbone):
     ) -> State:
         return [block.mixer.init_state(batch_size, device, dtype) for block in self.blocks]
 
-    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
+    def step(self, x_t: Tensor, state: State, reinject: Tensor | None = None) -> tuple[Tensor, State]:
         if not self._has_lean_step or self.training or torch.is_grad_enabled() or x_t.dim() != 2:
-            return self.blockwise_step(x_t, state)
+            return self.blockwise_step(x_t, state, reinject)
         blocks, final_norm = self._lean_blocks()
         new_states = []
-        for weights, layer_state in zip(blocks, state, strict=True):
+        for i, (weights, layer_state) in enumerate(zip(blocks, state, strict=True)):
+            if i and reinject is not None:
+                x_t = x_t + reinject
             x_t, layer_state = lean_block_step(weights, x_t, layer_state)
             new_states.append(layer_state)
         return (x_t if final_norm is None else F.layer_norm(x_t, *final_norm)), new_states
 
-    def blockwise_step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
+    def blockwise_step(
+        self, x_t: Tensor, state: State, reinject: Tensor | None = None
+    ) -> tuple[Tensor, State]:
         """One token through each block's own ``step`` (any mode, autograd, any batch shape)."""
         new_states = []
-        for block, layer_state in zip(self.blocks, state, strict=True):
+        for i, (block, layer_state) in enumerate(zip(self.blocks, state, strict=True)):
+            if i and reinject is not None:
+                x_t = x_t + reinject
             x_t, layer_state = block.step(x_t, layer_state)
             new_states.append(layer_state)
         return self.norm(x_t), new_states

@@ -2,8 +2,10 @@
 
 Event i is embedded as ``mark_embedding(k_i) + temporal_encoding(tau_i)`` where ``tau_i`` is the
 time since the previous event (0 for the first event): Meta TPP feeds its ``times`` array, which
-holds inter-event times, to THP's sinusoidal temporal encoding. THP adds that encoding again before
-every layer; here it is added once at the input, because heads never look inside the backbone.
+holds inter-event times, to THP's sinusoidal temporal encoding. THP (Meta TPP's ``thp/models.py``)
+adds that encoding again before every layer; by default it is added once at the input, so that any
+backbone fits, and ``time_every_layer=True`` (``compat=reference``) has a :class:`LayerStack` add it
+before each later block as well (its ``reinject`` input), as Meta TPP does.
 The backbone output at event i summarises the history up to and including event i and parameterises
 the next event: a mixture of log-normals over ``tau_{i+1}`` and a categorical over ``k_{i+1}``.
 """
@@ -14,7 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from recurrent_attention.errors import ConfigError
 from recurrent_attention.models.base import Backbone, State
+from recurrent_attention.models.blocks import LayerStack
 from recurrent_attention.tasks.ef.mixture import LogNormalMixture
 
 
@@ -41,27 +45,42 @@ class MixtureHead(nn.Module):
 class EventModel(nn.Module):
     """Embedding -> backbone -> (time mixture, mark logits); no mark head for unmarked data (n_marks 1)."""
 
-    def __init__(self, backbone: Backbone, n_marks: int, n_components: int = 8) -> None:
+    def __init__(
+        self, backbone: Backbone, n_marks: int, n_components: int = 8, time_every_layer: bool = False
+    ) -> None:
         super().__init__()
+        if time_every_layer and not isinstance(backbone, LayerStack):
+            raise ConfigError(
+                f"task.time_every_layer=true (THP's temporal encoding before every layer) needs a "
+                f"layer-stack backbone, not {type(backbone).__name__}: use model=transformer or model=aaren, "
+                "or set task.time_every_layer=false"
+            )
         d_model = backbone.d_model
         self.backbone = backbone
+        self.time_every_layer = time_every_layer
         self.n_marks = n_marks
         self.mark_embedding = nn.Embedding(n_marks, d_model)
         self.time_head = MixtureHead(d_model, n_components)
         self.mark_head = nn.Linear(d_model, n_marks) if n_marks > 1 else None
 
-    def embed(self, intervals: Tensor, marks: Tensor) -> Tensor:
-        """``intervals``, ``marks`` of shape ``(...)`` -> event embeddings ``(..., d_model)``."""
-        return self.mark_embedding(marks) + temporal_encoding(intervals, self.backbone.d_model)
+    def embed(self, intervals: Tensor, marks: Tensor) -> tuple[Tensor, Tensor]:
+        """``intervals``, ``marks`` of shape ``(...)`` -> event embeddings and their temporal encodings,
+        each ``(..., d_model)``."""
+        time = temporal_encoding(intervals, self.backbone.d_model)
+        return self.mark_embedding(marks) + time, time
 
     def forward(self, intervals: Tensor, marks: Tensor) -> Tensor:
         """``(B, N)`` events -> hidden ``(B, N, d_model)``; position i conditions the prediction of i + 1."""
-        hidden, _ = self.backbone(self.embed(intervals, marks))
+        x, time = self.embed(intervals, marks)
+        hidden, _ = self.backbone(x, reinject=time) if self.time_every_layer else self.backbone(x)
         return hidden
 
     def step(self, interval: Tensor, mark: Tensor, state: State) -> tuple[Tensor, State]:
         """One event per sequence, ``(B,)`` each -> ``(hidden (B, d_model), state)``, as ``forward`` gives."""
-        return self.backbone.step(self.embed(interval, mark), state)
+        x_t, time = self.embed(interval, mark)
+        if self.time_every_layer:
+            return self.backbone.step(x_t, state, reinject=time)
+        return self.backbone.step(x_t, state)
 
     def predict(self, hidden: Tensor) -> tuple[LogNormalMixture, Tensor | None]:
         """Next-event distribution from hidden states: the interval mixture and mark logits (or None)."""

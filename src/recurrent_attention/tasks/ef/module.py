@@ -4,7 +4,8 @@ The training objective has Meta TPP's form: the batch's summed negative log-like
 under ``compat=reference`` Meta TPP's, whose last interval is scored by its survival) plus
 ``weight_decay / 2 * ||theta||^2`` over every parameter, which gives exactly the gradient of
 ``torch.optim.Adam(weight_decay=...)`` (coupled L2, not AdamW's decoupled decay) while keeping the
-term visible in the loss. Validation logs ``val/nll`` (the early-stopping and checkpoint metric),
+term visible in the loss. Validation logs ``val/nll`` (the early-stopping metric; the checkpoint's too
+under ``compat=default``, while ``reference`` keeps the best ``val/rmse``, as Meta TPP does),
 ``val/nll_meta_tpp``, ``val/rmse`` and ``val/acc``; the test epoch logs the same under ``test/``.
 """
 
@@ -29,12 +30,13 @@ class EventModule(ExactEvaluationModule):
         weight_decay: float = 1e-4,
         time_eps: float = 1e-12,
         compat: str = "default",
+        time_every_layer: bool = False,
         scheduler: SchedulerFactory | None = None,
     ) -> None:
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="epoch")
         if compat not in COMPAT:
             raise ValueError(f"task.compat={compat!r}: choose one of {COMPAT}")
-        self.model = EventModel(backbone, n_marks, n_components)
+        self.model = EventModel(backbone, n_marks, n_components, time_every_layer)
         self.weight_decay, self.time_eps, self.compat = weight_decay, time_eps, compat
         self.totals = EventTotals()
 
