@@ -2,10 +2,10 @@
 
 Formats (``task.datamodule.format``): ``thp`` (train/dev/test pickles), ``easytpp`` (train/dev/test
 JSON), ``meta_tpp`` (one ``.npz``, split 60/20/20 by position, or by the absolute counts Meta TPP
-fixes for so_fold1) and ``sin`` (generated in memory, same positional split). Files come from the
-registry (checked against the manifest) unless ``path`` names them: a folder holding the split
-files, or the ``.npz`` itself. Sequences with fewer than ``min_length`` events predict nothing and
-are dropped.
+fixes for so_fold1), ``ifl_tpp`` (one ifl-tpp ``.npz``, split as ``meta_tpp``) and ``sin``
+(generated in memory, same positional split). Files come from the registry (checked against the
+manifest) unless ``path`` names them: a folder holding the split files, or the ``.npz`` itself.
+Sequences with fewer than ``min_length`` events predict nothing and are dropped.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from recurrent_attention.tasks.ef.formats import (
     EventSequence,
     positional_split,
     read_easytpp_json,
+    read_ifl_tpp_npz,
     read_meta_tpp_npz,
     read_thp_pickle,
 )
@@ -33,7 +34,8 @@ from recurrent_attention.tasks.ef.sin import SinIntensity, generate_sin
 
 SPLITS = ("train", "dev", "test")
 SPLIT_SUFFIX = {"thp": ".pkl", "easytpp": ".json"}
-FORMATS = ("thp", "easytpp", "meta_tpp", "sin")
+FORMATS = ("thp", "easytpp", "meta_tpp", "ifl_tpp", "sin")
+NPZ_READERS = {"meta_tpp": read_meta_tpp_npz, "ifl_tpp": read_ifl_tpp_npz}
 
 
 class EventDataset(Dataset):
@@ -75,7 +77,7 @@ def collate(sequences: Sequence[EventSequence], dtype: torch.dtype = torch.float
 class EFDataModule(L.LightningDataModule):
     """Train/val/test event sequences of one source.
 
-    ``split_sizes`` (Meta TPP ``.npz`` and ``sin``): train and validation fractions, or absolute
+    ``split_sizes`` (``.npz`` formats and ``sin``): train and validation fractions, or absolute
     counts when above 1. ``sin``: generator settings (``n_sequences``, ``seed``, ``a``, ``b``,
     ``period``, ``t_end``); see :mod:`recurrent_attention.tasks.ef.sin`.
     """
@@ -109,11 +111,11 @@ class EFDataModule(L.LightningDataModule):
         """An explicit ``path`` wins (own data); otherwise the registry resolves and verifies the file."""
         if self.path is not None:
             base = Path(self.path)
-            return base if self.format == "meta_tpp" else base / f"{key}{SPLIT_SUFFIX[self.format]}"
+            return base if self.format in NPZ_READERS else base / f"{key}{SPLIT_SUFFIX[self.format]}"
         return self.location.registered(key)
 
     def prepare_data(self) -> None:
-        if self.format == "meta_tpp":
+        if self.format in NPZ_READERS:
             self._file("npz")
         elif self.format in SPLIT_SUFFIX:
             for split in SPLITS:
@@ -137,7 +139,7 @@ class EFDataModule(L.LightningDataModule):
                 shape = SinIntensity(**{k: v for k, v in self.sin.items() if k not in settings})
                 sequences = generate_sin(intensity=shape, **settings)
             else:
-                sequences = read_meta_tpp_npz(self._file("npz"))
+                sequences = NPZ_READERS[self.format](self._file("npz"))
             parts = positional_split(len(sequences), self.split_sizes)
             splits, dims = {s: sequences[p] for s, p in zip(SPLITS, parts, strict=True)}, set()
         dims.discard(None)

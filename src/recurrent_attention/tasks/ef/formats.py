@@ -4,6 +4,9 @@
   for unmarked sets), ``masks`` (1 = event). One file holds every sequence; the split is by position.
 - THP pickle: ``{"dim_process": K, "<split>": [[{"time_since_start", "time_since_last_event",
   "type_event"}, ...], ...]}`` with 0-indexed types, one file per split (``train/dev/test.pkl``).
+- ifl-tpp ``.npz`` (Shchur et al.'s intensity-free release): ``arrival_times`` and ``marks``, object
+  arrays of one ragged array per sequence, absolute times and 0-indexed marks; one file, split by
+  position as Meta TPP splits its ``.npz``.
 - EasyTPP JSON: a list of ``{"time_since_start": [...], "time_since_last_event": [...],
   "type_event": [...], "dim_process": K, ...}``, 0-indexed types, one file per split.
 
@@ -106,6 +109,32 @@ def read_meta_tpp_npz(path: str | Path) -> list[EventSequence]:
         event_sequence(np.cumsum(row_times[row_mask]), row_marks[row_mask] - 1, path, f"sequence {i}")
         for i, (row_times, row_marks, row_mask) in enumerate(zip(times, marks, masks, strict=True))
     ]
+
+
+def read_ifl_tpp_npz(path: str | Path) -> list[EventSequence]:
+    """All sequences of an ifl-tpp ``.npz``, in file order; marks stay 0-indexed as stored.
+
+    The ragged per-sequence arrays are pickled object arrays, so the archive is opened with
+    ``allow_pickle``: read only registry files (pinned by sha256) or files you trust.
+    """
+    with reading(path, "ifl-tpp .npz archive"):
+        data = np.load(path, allow_pickle=True)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise DataError(f"{path}: a single .npy array, not an ifl-tpp .npz archive")
+        with data:
+            missing = sorted({"arrival_times", "marks"} - set(data.files))
+            if missing:
+                raise DataError(f"{path}: no {missing} array (keys: {sorted(data.files)})")
+            times, marks = data["arrival_times"], data["marks"]
+    if len(times) != len(marks):
+        raise DataError(f"{path}: {len(times)} arrival_times sequences but {len(marks)} marks sequences")
+    sequences = [
+        event_sequence(t, k, path, f"sequence {i}") for i, (t, k) in enumerate(zip(times, marks, strict=True))
+    ]
+    negative = [i for i, s in enumerate(sequences) if len(s) and s.marks.min() < 0]
+    if negative:
+        raise DataError(f"{path}: sequence {negative[0]}: ifl-tpp marks are 0-indexed, found a mark < 0")
+    return sequences
 
 
 def read_thp_pickle(path: str | Path, split: str) -> tuple[list[EventSequence], int]:
