@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import read_summaries, run_train
 from tests.tasks.ef.test_formats import write_easytpp
+from tests.tasks.ef.test_ifl_tpp import write_ifl
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +75,25 @@ def test_smoke_easytpp_reference_compat(tmp_path: Path) -> None:
     (summary,) = read_summaries(tmp_path / "out")
     assert summary["compat"] == "reference" and math.isfinite(summary["metrics"]["rmse"])
     assert summary["metrics"]["nll"] == summary["metrics"]["nll_meta_tpp"]
+
+
+def test_smoke_ifl_tpp_npz(tmp_path: Path) -> None:
+    seqs = [([0.0, 1.0 + i, 2.5 + i], [i % 4, 1, 3]) for i in range(10)]
+    path = write_ifl(tmp_path / "wikipedia.npz", seqs=seqs)
+    run_train(
+        [
+            "model=aaren",
+            "task=ef/wiki_ifltpp",
+            "preset=smoke",
+            "task.n_marks=4",
+            f"task.datamodule.path={path}",
+        ],
+        tmp_path / "out",
+    )
+    (summary,) = read_summaries(tmp_path / "out")
+    assert summary["setting"] == {"format": "ifl_tpp"} and summary["own_data"]
+    assert set(summary["metrics"]) == {"nll", "nll_meta_tpp", "rmse", "acc"}
+    assert all(math.isfinite(v) for v in summary["metrics"].values())
 
 
 def test_smoke_sin_generator_unmarked(tmp_path: Path) -> None:
