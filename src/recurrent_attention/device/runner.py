@@ -248,10 +248,14 @@ class Runner:
         for thread in threads:
             thread.join()
 
-    def job_argv(self, overrides: list[str], data_dir: Path) -> list[str]:
+    def job_folder(self, index: int) -> Path:
+        """Each job's own output folder, so the archive can leave out what a stopped job left behind."""
+        return self.work / "runs" / f"job-{index:03d}"
+
+    def job_argv(self, index: int, overrides: list[str], data_dir: Path) -> list[str]:
         if self.window.smoke:
             overrides = [SMOKE_SWAPS.get(o, o) for o in overrides]
-        where = [f"paths.output_dir={self.work / 'runs'}", f"paths.data_dir={data_dir}"]
+        where = [f"paths.output_dir={self.job_folder(index)}", f"paths.data_dir={data_dir}"]
         return [self.python, "train.py", *overrides, *where, "trainer.enable_progress_bar=false"]
 
     def run_jobs(self, data_dir: Path) -> None:
@@ -293,7 +297,7 @@ class Runner:
                         continue
                     job.log = f"logs/job-{index:03d}.log"
                     handle = (self.work / job.log).open("w")
-                    argv = self.job_argv(job.overrides, data_dir)
+                    argv = self.job_argv(index, job.overrides, data_dir)
                     proc = subprocess.Popen(
                         argv, cwd=self.repo, env=self.env, stdout=handle, stderr=subprocess.STDOUT
                     )
@@ -337,10 +341,15 @@ class Runner:
             for folder in ("steps", "logs"):
                 if (self.work / folder).is_dir():
                     tar.add(self.work / folder, arcname=folder)
-            runs = self.work / "runs"
-            for file in sorted(runs.rglob("*")) if runs.is_dir() else []:
-                if file.is_file() and file.name in KEPT_RUN_FILES:
-                    tar.add(file, arcname=str(Path("runs") / file.relative_to(runs)))
+            # Records of jobs that ended on their own; a job stopped at the budget's end failed no
+            # config, so what it left (a failed.json written while stopping) stays out; its log is in.
+            for index, job in enumerate(self.window.jobs):
+                if job.status not in ("finished", "failed"):
+                    continue
+                runs = self.job_folder(index)
+                for file in sorted(runs.rglob("*")) if runs.is_dir() else []:
+                    if file.is_file() and file.name in KEPT_RUN_FILES:
+                        tar.add(file, arcname=str(Path("runs") / file.relative_to(runs)))
         return path
 
     def run(self) -> Path:
