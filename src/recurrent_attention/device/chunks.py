@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from recurrent_attention.results.hardware import is_gpu
 from recurrent_attention.runs.identity import IGNORED_KEYS
 
 # Every GPU job trains at the paper's settings in bf16 mixed precision on the one GPU.
@@ -272,14 +273,9 @@ def gpu_done_keys(runs_dir: str | Path) -> set[str]:
     done = set()
     for path in Path(runs_dir).rglob("summary.json"):
         record = json.loads(path.read_text())
-        if is_gpu_device(record.get("device")):
+        if is_gpu(record.get("device")):
             done.add(job_key(record.get("overrides") or ()))
     return done
-
-
-def is_gpu_device(device: object) -> bool:
-    """``summary.json``'s ``device`` names a CUDA device (CPU records begin with ``CPU``)."""
-    return isinstance(device, str) and bool(device) and not device.startswith("CPU")
 
 
 def pending_jobs(chunk: Chunk, repo: str | Path) -> tuple[Job, ...]:
