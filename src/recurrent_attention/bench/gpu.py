@@ -13,21 +13,17 @@ Each part that fails is recorded with its error and the next one runs.
 
 from __future__ import annotations
 
-import time
 import traceback
-import warnings
 from collections.abc import Callable
 from functools import partial
 
-import lightning as L
 import torch
-from hydra.utils import instantiate
-from lightning.fabric.utilities.apply_func import move_data_to_device
 
 from recurrent_attention.bench.attention import as_rows as operator_rows
 from recurrent_attention.bench.attention import operator_timings
 from recurrent_attention.bench.timing import time_call
-from recurrent_attention.bench.training import MODELS, _batches, _config
+from recurrent_attention.bench.training import as_rows as training_rows
+from recurrent_attention.bench.training import family_timings
 from recurrent_attention.models import Aaren, Transformer
 
 OPERATOR_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -64,57 +60,13 @@ def operator_part(
 
 
 def training_part(device: str, steps: int, overrides_extra: tuple[str, ...] = ()) -> list[dict]:
-    """Median steps/s of both models on shared real batches of each task (alternating which goes first)."""
+    """Median steps/s of both models on shared real batches of each task (``bench.training``'s loop)."""
     rows = []
-    autocast = (
-        torch.autocast("cuda", torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
-    )
     for family, (task, overrides) in TRAINING_TASKS.items():
-        configs = {m: _config(task, m, (*overrides, *overrides_extra)) for m in MODELS}
-        datamodule = instantiate(configs["aaren"].task.datamodule)
-        datamodule.setup("fit")
-        trainees = {}
-        for model, cfg in configs.items():
-            L.seed_everything(0, verbose=False)
-            module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone)).to(device).train()
-            trainees[model] = (
-                module,
-                module.optimizer_factory(module.parameters()),
-                cfg.task.gradient_clip_val,
-            )
-        seconds: dict[str, list[float]] = {m: [] for m in trainees}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for index, batch in enumerate(_batches(datamodule)):
-                if index >= steps + 3:
-                    break
-                batch = move_data_to_device(batch, torch.device(device))
-                for model in list(trainees) if index % 2 else list(trainees)[::-1]:
-                    module, optimizer, clip = trainees[model]
-                    _sync(device)
-                    start = time.perf_counter()
-                    optimizer.zero_grad()
-                    with autocast:
-                        loss = module.training_step(batch, index)
-                    (loss["loss"] if isinstance(loss, dict) else loss).backward()
-                    if clip is not None:
-                        torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
-                    optimizer.step()
-                    _sync(device)
-                    if index >= 3:
-                        seconds[model].append(time.perf_counter() - start)
-        m = configs["aaren"].model
-        shape = f"batch {configs['aaren'].task.batch_size}, d_model {m.d_model}, {m.n_layers} layers"
-        for model, times in seconds.items():
-            rows.append(
-                {
-                    "family": family,
-                    "task": task,
-                    "model": model,
-                    "shape": shape,
-                    "steps_per_s": 1.0 / sorted(times)[len(times) // 2],
-                }
-            )
+        timings = family_timings(
+            family, task, steps, overrides=(*overrides, *overrides_extra), warmup=3, device=device
+        )
+        rows += training_rows(timings)
     return rows
 
 
@@ -134,11 +86,6 @@ def step_part(device: str, contexts: tuple[int, ...], batches: tuple[int, ...], 
                     seconds = time_call(partial(model.step, token, state), dev, budget_s=0.5)
                 rows.append({"model": name, "batch": batch, "n": n, "us_per_token": seconds * 1e6})
     return rows
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def gpu_bench(smoke: bool = False) -> dict:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -27,11 +27,11 @@ def time_call(
     reasoning); a median of the one or two calls a slow case affords is not robust to that.
     """
     fn()
-    _sync(device)
+    sync(device)
     times: list[float] = []
     while len(times) < min_reps or (len(times) < max_reps and sum(times) < budget_s):
         start = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         times.append(time.perf_counter() - start)
     return min(times)

@@ -27,9 +27,11 @@ import lightning as L
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
+from lightning.fabric.utilities.apply_func import move_data_to_device
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
+from recurrent_attention.bench.timing import sync
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.ops import ScanState
@@ -89,9 +91,11 @@ def remove_token_mixing(module: nn.Module) -> nn.Module:
 class _Trainee:
     """One model's task module and optimiser, stepped on a batch at a time."""
 
-    def __init__(self, cfg: DictConfig, mixing: bool = True) -> None:
+    def __init__(self, cfg: DictConfig, mixing: bool = True, device: str = "cpu") -> None:
         L.seed_everything(0, verbose=False)
-        self.module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone)).train()
+        self.device = torch.device(device)
+        module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+        self.module = module.to(self.device).train()
         if not mixing:
             remove_token_mixing(self.module)
         # The optimiser configure_optimizers would build; its scheduler (one small call per step,
@@ -102,13 +106,17 @@ class _Trainee:
     def step_seconds(
         self, batch: object, index: int, clock: Callable[[], float] = time.perf_counter
     ) -> float:
+        """One optimiser step; on a GPU in bf16 autocast as ``trainer=gpu`` trains, timed to its end."""
+        cuda = self.device.type == "cuda"
         start = clock()
         self.optimizer.zero_grad()
-        loss = self.module.training_step(batch, index)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cuda):
+            loss = self.module.training_step(batch, index)
         (loss["loss"] if isinstance(loss, dict) else loss).backward()
         if self.clip is not None:
             torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip)
         self.optimizer.step()
+        sync(self.device)
         return clock() - start
 
 
@@ -127,6 +135,7 @@ def family_timings(
     warmup: int = 2,
     clock: Callable[[], float] = time.perf_counter,
     ceiling: bool = False,
+    device: str = "cpu",
 ) -> list[TrainingTiming]:
     """Both backbones (and, with ``ceiling``, :data:`NO_MIXING`) on shared batches of ``task`` (after
     ``warmup`` untimed ones): at least ``steps`` each, and more until the timed steps add up to
@@ -134,13 +143,14 @@ def family_timings(
     second of a shared machine). ``overrides`` are
     ``train.py``'s (the cpu preset by default; e.g. ``preset=paper`` to time the papers' sizes).
     ``clock`` measures a step: wall time by default; ``time.thread_time`` counts only this thread's
-    CPU time, which on a machine other jobs share is closer to what the step costs alone."""
+    CPU time, which on a machine other jobs share is closer to what the step costs alone.
+    ``device="cuda"`` times the GPU's steps (bench/gpu.py), batches moved there first."""
     configs = {model: _config(task, model, overrides) for model in MODELS}
     datamodule = instantiate(configs["aaren"].task.datamodule)
     datamodule.setup("fit")
-    trainees = {model: _Trainee(cfg) for model, cfg in configs.items()}
+    trainees = {model: _Trainee(cfg, device=device) for model, cfg in configs.items()}
     if ceiling:
-        trainees[NO_MIXING] = _Trainee(configs["aaren"], mixing=False)
+        trainees[NO_MIXING] = _Trainee(configs["aaren"], mixing=False, device=device)
     seconds: dict[str, list[float]] = {model: [] for model in trainees}
     timed = 0.0
     with warnings.catch_warnings():
@@ -148,6 +158,7 @@ def family_timings(
         for index, batch in enumerate(_batches(datamodule)):
             if index >= steps + warmup and timed >= min_seconds:
                 break
+            batch = move_data_to_device(batch, torch.device(device))
             order = list(trainees) if index % 2 else list(trainees)[::-1]
             for model in order:
                 elapsed = trainees[model].step_seconds(batch, index, clock)
