@@ -1,0 +1,104 @@
+"""Every sequence backbone in ``conf/model`` trains and tests on every sequence family's smoke preset.
+
+The backbones are read from the folder (:func:`tests.helpers.backbones.sequence_backbones`), so a
+model config added there runs here with no test edited: one ``train.py -m model=<all>`` sweep per
+family, on tiny generated files in the family's real format. Video is absent: its time mixer is the
+CR-ViT's own recurrent Transformer, not a ``conf/model`` backbone (docs/backbones.md says why).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recurrent_attention.tasks.rl.collect import collect_episodes
+from recurrent_attention.tasks.rl.formats import write_d4rl
+from tests.conftest import read_summaries, run_train
+from tests.helpers.backbones import sequence_backbones
+from tests.tasks.ef.test_e2e import write_thp_mirror
+from tests.tasks.lm.test_e2e import _corpus
+from tests.tasks.tsc.conftest import random_problem, write_pair
+from tests.tasks.tsf.test_data import write_ett_csv
+
+pytestmark = pytest.mark.slow
+
+BACKBONES = sequence_backbones()
+
+
+def tsf(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    path = write_ett_csv_file(tmp_path / "ETTh1.csv")
+    return ["task=tsf/etth1", f"task.datamodule.path={path}", "task.pred_len=8", "task.seq_len=16"], {}
+
+
+def write_ett_csv_file(path: Path) -> Path:
+    write_ett_csv(path, 14400)
+    return path
+
+
+def tsc(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    rng = np.random.default_rng(0)
+    train, test = write_pair(
+        tmp_path,
+        "Toy",
+        random_problem(rng, 30, 3, (5, 12), 3),
+        random_problem(rng, 12, 3, (5, 12), 3),
+        list("abc"),
+    )
+    overrides = [
+        "task=tsc/japanesevowels",
+        "task.n_channels=3",
+        "task.n_classes=3",
+        "task.max_len=12",
+        f"task.datamodule.train_path={train}",
+        f"task.datamodule.test_path={test}",
+    ]
+    return overrides, {"RA_DATA_MIRROR": str(tmp_path)}
+
+
+def ef(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    folder = write_thp_mirror(tmp_path / "mirror")
+    overrides = ["task=ef/mimic", "task.n_marks=4", f"task.datamodule.path={folder}"]
+    return overrides, {"RA_DATA_MIRROR": str(tmp_path / "mirror")}
+
+
+def lm(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    files = {
+        key: _corpus(tmp_path, n, seed)
+        for key, n, seed in (("train", 300, 0), ("valid", 40, 1), ("test", 40, 2))
+    }
+    files_override = f"task.files={{train:{files['train']},valid:{files['valid']},test:{files['test']}}}"
+    return ["task=lm/ptb", "task.vocab_size=31", "task.seg_len=8", files_override], {}
+
+
+def rl(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    data = write_d4rl(tmp_path / "hopper.hdf5", collect_episodes("hopper", "random", 4, seed=0))
+    overrides = [
+        "task=rl/hopper_medium",
+        f"task.datamodule.path={data}",
+        "task.eval_episodes=2",
+        "task.eval_envs=2",
+        "task.max_episode_steps=20",
+    ]
+    return overrides, {}
+
+
+FAMILIES = {"tsf": tsf, "tsc": tsc, "ef": ef, "lm": lm, "rl": rl}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_backbone_runs_the_family(family: str, tmp_path: Path) -> None:
+    overrides, env = FAMILIES[family](tmp_path)
+    out = tmp_path / "out"
+    # a sweep goes on past a failed job, so every backbone's failure shows at once
+    proc = run_train(
+        ["-m", f"model={','.join(BACKBONES)}", "preset=smoke", *overrides], out, env=env, check=False
+    )
+    summaries = {s["model"]: s for s in read_summaries(out)}
+    failed = sorted(set(BACKBONES) - set(summaries))
+    assert not failed, f"{family}: no summary for {failed}:\n{proc.stderr[-4000:]}"
+    for model, summary in summaries.items():
+        assert summary["family"] == family and summary["preset"] == "smoke"
+        assert summary["metrics"] and all(math.isfinite(v) for v in summary["metrics"].values()), model
