@@ -37,18 +37,27 @@ def state_statistics(trajectories: list[Trajectory]) -> tuple[np.ndarray, np.nda
 
 
 class TrajectoryWindows(Dataset):
-    """Item ``i``: a random window of trajectory ``i`` (the sampler decides which trajectories)."""
+    """Item ``i``: a random window of trajectory ``i`` (the sampler decides which trajectories).
 
-    def __init__(self, trajectories: list[Trajectory], context_len: int) -> None:
-        self.trajectories, self.context_len = trajectories, context_len
+    The window's start is drawn from ``generator``, or from torch's global generator without one (as
+    training draws it: the runs' batches are the seed's)."""
+
+    def __init__(
+        self, trajectories: list[Trajectory], context_len: int, generator: torch.Generator | None = None
+    ) -> None:
+        self.trajectories, self.context_len, self.generator = trajectories, context_len, generator
         self.returns_to_go = [t.returns_to_go() for t in trajectories]
 
     def __len__(self) -> int:
         return len(self.trajectories)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        last_start = max(len(self.trajectories[i]) - self.context_len, 0)
+        return self.window(i, int(torch.randint(0, last_start + 1, (), generator=self.generator)))
+
+    def window(self, i: int, start: int) -> dict[str, torch.Tensor]:
+        """Steps ``start`` to ``start + K`` of trajectory ``i``, zero-padded and masked past its end."""
         traj, K = self.trajectories[i], self.context_len
-        start = int(torch.randint(0, max(len(traj) - K, 0) + 1, ()))
         end = min(start + K, len(traj))
         n = end - start
 
