@@ -199,7 +199,7 @@ def diagnose(
     targets: Sequence[float] = (),
 ) -> dict[str, Any]:
     """Train ``cfg`` (its model and learning rate set to ``run``'s) as described above; the record."""
-    started = time.perf_counter()
+    started, commit = time.perf_counter(), git_commit()  # the code that trains, not the one at the end
     updates = int(cfg.task.max_epochs * updates_per_epoch(cfg))
     L.seed_everything(run.seed, verbose=False)
     options = OmegaConf.to_container(cfg.task.datamodule, resolve=True)
@@ -250,7 +250,7 @@ def diagnose(
         "periodic": module.periodic,
         "at_targets": at_targets,
         "model_config": OmegaConf.to_container(cfg.model, resolve=True),
-        "git_commit": git_commit(),
+        "git_commit": commit,
         "device": device_description(),
         "wall_s": time.perf_counter() - started,
     }
