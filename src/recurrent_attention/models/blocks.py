@@ -259,28 +259,14 @@ class QKVLinear(nn.Linear):
                 self.bias.copy_(torch.cat([part.bias for part in parts]))
 
 
-SEPARATE_PROJECTIONS = ("q_proj", "k_proj", "v_proj")
-"""The modules that held the query, key and value projections before :class:`QKVLinear`."""
-
-
-def _fuse_separate_projections(
-    module: nn.Module, state_dict: dict[str, Tensor], prefix: str, *_: object
-) -> None:
-    """A state dict written before the fusion holds ``q_proj``/``k_proj``/``v_proj`` weights and
-    biases: join each kind into the ``qkv`` layer's, so old checkpoints load (strictly) as they are."""
-    for kind in ("weight", "bias"):
-        keys = [f"{prefix}{name}.{kind}" for name in SEPARATE_PROJECTIONS]
-        if all(key in state_dict for key in keys):
-            state_dict[f"{prefix}qkv.{kind}"] = torch.cat([state_dict.pop(key) for key in keys])
-
-
 class HeadProjections(nn.Module):
     """Query/key/value/output projections shared by softmax attention and Aaren.
 
-    The query, key and value projections are one :class:`QKVLinear` (``qkv``), so the Transformer
-    projects its tokens in one matrix product and Aaren builds its fused values-and-scores matrix
-    from one parameter. ``qkv_bias=False`` drops the query/key/value biases (THP's encoder); the
-    output keeps its bias. State dicts in the older layout (three separate layers) still load.
+        The query, key and value projections are one :class:`QKVLinear` (``qkv``), so the Transformer
+        projects its tokens in one matrix product and Aaren builds its fused values-and-scores matrix
+        from one parameter. ``qkv_bias=False`` drops the query/key/value biases (THP's encoder); the
+        output keeps its bias. Checkpoints in the older layout (three separate layers) are brought to
+    this one where they are loaded (:mod:`~recurrent_attention.migration`).
     """
 
     def __init__(self, d_model: int, n_heads: int, qkv_bias: bool = True) -> None:
@@ -290,7 +276,6 @@ class HeadProjections(nn.Module):
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.qkv = QKVLinear(d_model, qkv_bias)
         self.out_proj = nn.Linear(d_model, d_model)
-        self.register_load_state_dict_pre_hook(_fuse_separate_projections)
 
     def parts(self) -> tuple[tuple[Tensor, Tensor | None], ...]:
         """``((W_q, b_q), (W_k, b_k), (W_v, b_v))``: views of the fused weight and bias (biases None
