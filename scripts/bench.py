@@ -210,8 +210,8 @@ def targets_table(report: dict) -> str:
 def exported_steps(models: dict, folder: Path) -> tuple[dict, dict[str, Path]]:
     """Both models' steps exported to ONNX: each started from that model's state (see
     ``step_timings``), and the files they were written to."""
-    from recurrent_attention.models.export import OnnxStream, export_onnx
-    from recurrent_attention.models.export_kv import OnnxKVStream, export_transformer_onnx
+    from recurrent_attention.deploy.onnx_aaren import OnnxStream, export_onnx
+    from recurrent_attention.deploy.onnx_kv import OnnxKVStream, export_transformer_onnx
 
     aaren = export_onnx(models["aaren"], folder / "aaren.onnx")
     transformer = export_transformer_onnx(models["transformer"], folder / "transformer.onnx")

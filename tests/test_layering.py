@@ -1,9 +1,11 @@
 """The import rules of docs/design.md's layering, read from the source (every import, function-level too).
 
-A model never imports bench, tasks, results or runs (models/export.py once reached into bench and
-runs from inside functions); the core's config modules import no task family (families register
-their own checks and resolvers); no module of the package reaches itself through its imports
-(``config`` and ``runs.identity`` once imported each other).
+A model never imports bench, tasks, results, runs or deploy, nor the compiled kernels or ONNX
+(models/export.py once reached into bench and runs from inside functions; the deployment forms of
+the step now live in deploy/, which wraps the models and imports only them and ops); the core's
+config modules import no task family (families register their own checks and resolvers); no module
+of the package reaches itself through its imports (``config`` and ``runs.identity`` once imported
+each other).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "recurrent_attention"
-ABOVE_MODELS = ("bench", "tasks", "results", "runs")
+ABOVE_MODELS = ("bench", "tasks", "results", "runs", "deploy", "ops.native")
+"""What no model imports: the layers above, deployment, and the compiled kernels (reached through ops)."""
+BELOW_DEPLOY = ("models", "ops", "deploy")
+"""What deploy/ may import of the package."""
 
 
 def import_statements(path: Path) -> list[tuple[str, list[str]]]:
@@ -51,6 +56,22 @@ def forbidden(path: Path, layers: tuple[str, ...]) -> list[str]:
 def test_no_model_imports_a_layer_above_or_beside_it(path: Path) -> None:
     found = forbidden(path, ABOVE_MODELS)
     assert not found, f"models/{path.name} imports {found}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "models").glob("*.py")), ids=lambda p: p.name)
+def test_no_model_imports_onnx(path: Path) -> None:
+    found = sorted(
+        n for n in imported_modules(path) if n.split(".")[0] in ("onnx", "onnxruntime", "onnxscript")
+    )
+    found += [n for n in imported_modules(path) if n.startswith("torch.onnx")]
+    assert not found, f"models/{path.name} imports {found}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "deploy").glob("*.py")), ids=lambda p: p.name)
+def test_deploy_imports_only_models_and_ops(path: Path) -> None:
+    ours = {n for n in imported_modules(path) if n.startswith("recurrent_attention.")}
+    found = sorted(n for n in ours if n.split(".")[1] not in BELOW_DEPLOY)
+    assert not found, f"deploy/{path.name} imports {found}"
 
 
 @pytest.mark.parametrize("name", ["config.py", "config_checks.py"])

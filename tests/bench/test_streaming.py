@@ -48,7 +48,7 @@ def test_step_timings_skip_states_over_the_cap() -> None:
 def test_exported_steps_start_from_their_models_state(tmp_path) -> None:
     """An exported Transformer step is timed from the Transformer's state at N, reported with its size."""
     pytest.importorskip("onnxruntime")
-    from recurrent_attention.models.export_kv import OnnxKVStream, export_transformer_onnx
+    from recurrent_attention.deploy.onnx_kv import OnnxKVStream, export_transformer_onnx
 
     models = {
         "transformer": Transformer(16, 4, 1, 32, dropout=0.0),

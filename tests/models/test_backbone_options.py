@@ -13,6 +13,7 @@ from hydra.utils import instantiate
 from torch import Tensor, nn
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.migration import migrate_state_dict
 from recurrent_attention.models.blocks import LayerStack
 from recurrent_attention.models.crt import CompactRecurrentTransformer
 from recurrent_attention.models.transformer_xl import TransformerXL
@@ -102,12 +103,12 @@ def value_of_before(state: dict[str, Tensor], key: str) -> Tensor:
 
 @pytest.mark.parametrize("model", sorted(STATE_BEFORE))
 def test_default_options_load_the_checkpoints_of_before(model: str) -> None:
-    """A state dict with the names and shapes such a checkpoint holds loads strictly, every value
-    where it belongs."""
+    """A state dict with the names and shapes such a checkpoint holds loads strictly, through the
+    checkpoint migration, every value where it belongs."""
     built = backbone("lm/ptb", model)
     torch.manual_seed(0)
     before = {key: torch.randn(shape) for key, shape in STATE_BEFORE[model].items()}
-    built.load_state_dict(before, strict=True)
+    built.load_state_dict(migrate_state_dict(dict(before)), strict=True)
     loaded = built.state_dict()
     for key, value in before.items():
         assert torch.equal(value_of_before(loaded, key), value), key

@@ -14,7 +14,6 @@ import torch
 
 from recurrent_attention.models import Aaren
 from recurrent_attention.models.aaren import AarenAttention
-from recurrent_attention.models.blocks import LayerStack
 from recurrent_attention.ops import attention_chunked, native
 from tests.ops.kernels import cumulative_kernels, require_native
 
@@ -242,49 +241,6 @@ def test_the_ninja_package_is_found_when_ninja_is_not_on_path(monkeypatch: pytes
     assert shutil.which("ninja") == str(Path(ninja.BIN_DIR) / "ninja")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize(
-    "options",
-    [
-        {},
-        {"norm_first": True},
-        {"activation": "relu", "final_norm": False},
-        {"qkv_bias": False, "norm_eps": 1e-6, "final_norm": False},
-    ],
-)
-def test_compiled_aaren_step_equals_the_python_lean_step(dtype: torch.dtype, options: dict) -> None:
-    """Aaren's eval step as one C++ call against LayerStack's Python lean path, 30 tokens, state carried;
-    then it follows an optimiser step (the layout is rebuilt) and steps from a state the Python path made."""
-    require_native()
-    torch.manual_seed(0)
-    model = Aaren(16, 4, 2, 32, dropout=0.0, **options).to(dtype).eval()
-    x = torch.randn(30, 3, 16, dtype=dtype)
-
-    def stream(step, tokens, state):
-        outputs = []
-        with torch.no_grad():
-            for x_t in tokens:
-                y, state = step(x_t, state)
-                outputs.append(y)
-        return torch.stack(outputs), state
-
-    compiled, compiled_state = stream(model.step, x, model.init_state(3, dtype=dtype))
-    assert model._compiled_step is not None  # the compiled path ran
-    python, python_state = stream(
-        lambda t, s: LayerStack.step(model, t, s), x, model.init_state(3, dtype=dtype)
-    )
-    torch.testing.assert_close(compiled, python, **TOLERANCE[dtype])
-    for ours, theirs in zip(compiled_state, python_state, strict=True):
-        for a, b in zip(ours, theirs, strict=True):
-            torch.testing.assert_close(a, b, **TOLERANCE[dtype])
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.1)
-    compiled, _ = stream(model.step, x[:5], python_state)
-    python, _ = stream(lambda t, s: LayerStack.step(model, t, s), x[:5], python_state)
-    torch.testing.assert_close(compiled, python, **TOLERANCE[dtype])
-
-
 def test_the_build_is_cached_per_source_and_per_python_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -328,20 +284,6 @@ def test_each_checkout_builds_into_its_own_cache_folder(tmp_path, monkeypatch) -
     assert names[0] != names[1]
     assert names[0] == names[2]
     assert names[0] != native.build_name(["-O2"])
-
-
-def test_compiled_aaren_step_declines_under_grad() -> None:
-    """The compiled step has no backward: once built, a step with gradients on must still take the
-    Python path (the check is the compiled step's own, ``try_step``)."""
-    require_native()
-    torch.manual_seed(0)
-    model = Aaren(16, 4, 2, 32, dropout=0.0).eval()
-    x = torch.randn(2, 16)
-    with torch.no_grad():
-        model.step(x, model.init_state(2))
-    assert model._compiled_step is not None
-    y, _ = model.step(x, model.init_state(2))
-    assert y.requires_grad
 
 
 def test_the_build_line_says_what_it_does_and_the_measured_time() -> None:

@@ -25,9 +25,10 @@ import torch
 from torch import Tensor
 
 from recurrent_attention.bench.streaming import state_bytes, stream_step
+from recurrent_attention.deploy import fast_stepper
+from recurrent_attention.deploy.onnx_aaren import OnnxStream
+from recurrent_attention.deploy.onnx_kv import OnnxKVStream
 from recurrent_attention.models.base import Backbone
-from recurrent_attention.models.export import OnnxStream
-from recurrent_attention.models.export_kv import OnnxKVStream
 
 _PROC = Path("/proc/self")
 
@@ -56,8 +57,8 @@ class StreamRunner:
 class StreamSpec:
     """What a fresh process needs to build one stream: the backbone (class, arguments and weights),
     and for an exported step the ONNX file it runs instead of the eager step (Aaren's through
-    :class:`~recurrent_attention.models.export.OnnxStream`, the Transformer's through
-    :class:`~recurrent_attention.models.export_kv.OnnxKVStream` with a cache of ``capacity`` slots)."""
+    :class:`~recurrent_attention.deploy.onnx_aaren.OnnxStream`, the Transformer's through
+    :class:`~recurrent_attention.deploy.onnx_kv.OnnxKVStream` with a cache of ``capacity`` slots)."""
 
     model_class: type[Backbone]
     arguments: dict
@@ -78,7 +79,7 @@ class StreamSpec:
         model.load_state_dict(self.weights)
         empty = model.init_state(1)
         if self.onnx is None:
-            return StreamRunner(model.step, empty)
+            return StreamRunner(fast_stepper(model).step, empty)
         if self.capacity:
             stream = OnnxKVStream(self.onnx, empty, self.capacity)
             held = stream.cache_bytes

@@ -1,10 +1,11 @@
-"""Per-token inference cost at a given context length, for each backbone's ``step`` (Aaren §4.5).
+"""Per-token inference cost at a given context length, for each backbone's deployed step (Aaren §4.5).
 
 The cost of one step depends only on the shapes in the state (a KV cache of N tokens, or Aaren's
 constant ``(m, u, w)``), not on the numbers in it, so the state at context N is filled with random
 contents of the right shape instead of streaming N tokens first (16384 tokens at batch 64 would
-take the Transformer hours on a CPU). Then ``step`` runs token after token from there, state
-carried, and the fastest step is kept (see :func:`fastest_seconds_per_step`).
+take the Transformer hours on a CPU). Then the step (:func:`~recurrent_attention.deploy.fast_stepper`'s,
+and the Transformer's own, whose cache grows by concatenation, as an extra column) runs token after
+token from there, state carried, and the fastest step is kept (see :func:`fastest_seconds_per_step`).
 :func:`check_and_time` does the same for one exported step against its eager form, after checking
 that the two agree token after token (``scripts/export_step.py``).
 """
@@ -19,9 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from recurrent_attention.deploy import fast_stepper
+from recurrent_attention.deploy.kv_cache import with_capacity
+from recurrent_attention.deploy.onnx_aaren import OnnxStream
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone, State
-from recurrent_attention.models.export import OnnxStream
 from recurrent_attention.models.transformer import KVCache, Transformer
 from recurrent_attention.ops import ScanState
 
@@ -116,18 +119,20 @@ def stream_step(stream: OnnxStream) -> Callable[[np.ndarray, object], tuple[np.n
 
 def check_and_time(backbone: Aaren, path: str | Path, tokens: int, threads: int = 1, seed: int = 0) -> dict:
     """Max |exported - eager| over ``tokens`` steps at batch 1 (:class:`OnnxStream` of the step
-    exported to ``path``), and the fastest µs per token of each."""
+    exported to ``path``; eager: :func:`~recurrent_attention.deploy.fast_stepper`'s), and the
+    fastest µs per token of each."""
     backbone = backbone.float().eval()
+    eager = fast_stepper(backbone)
     x = torch.randn(tokens, 1, backbone.d_model, generator=torch.Generator().manual_seed(seed))
     state = backbone.init_state(1)
     stream = OnnxStream(path, state, threads)
     worst = 0.0
     with torch.no_grad():
         for x_t in x:
-            y_t, state = backbone.step(x_t, state)
+            y_t, state = eager.step(x_t, state)
             worst = max(worst, float(np.abs(stream.push(x_t.numpy()) - y_t.numpy()).max()))
         runners = {
-            "eager": Runner(backbone.step, list(x), backbone.init_state(1)),
+            "eager": Runner(eager.step, list(x), backbone.init_state(1)),
             "onnx": Runner(stream_step(stream), [t.numpy() for t in x], None),
         }
         seconds = fastest_seconds_per_step(runners)
@@ -146,12 +151,13 @@ def step_timings(
     rounds: int = 3,
     budget_s: float = 0.7,
 ) -> list[StepTiming]:
-    """µs per token (fastest step) of every model's ``step`` (and of exported steps) at each (batch, N).
+    """µs per token (fastest step) of every model's deployed step
+    (:func:`~recurrent_attention.deploy.fast_stepper`) and of exported steps, at each (batch, N).
 
     ``exported`` maps a name to ``(model name, start)``: ``start`` takes that model's state at
     context N (a Transformer's preallocated past the timed steps) and returns a step
     ``(x_t: ndarray, state) -> (y_t, state)`` starting from it (e.g. an
-    :class:`~recurrent_attention.models.export.OnnxStream` wrapped by :func:`stream_step`), timed by
+    :class:`~recurrent_attention.deploy.onnx_aaren.OnnxStream` wrapped by :func:`stream_step`), timed by
     :func:`fastest_seconds_per_step`. The whole grid is timed ``rounds`` times, ``budget_s`` per
     runner each time, and the fastest round kept: a disturbance on a shared machine lasting
     seconds then spoils one round of one cell, not the figure (one N once read 35 % slow).
@@ -180,6 +186,7 @@ def _one_round(
     progress: Callable[[str], None] | None,
 ) -> list[StepTiming]:
     results = []
+    steppers = {name: fast_stepper(model) for name, model in models.items()}
     for batch in batches:
         gen = torch.Generator().manual_seed(batch)
         for n in contexts:
@@ -199,17 +206,17 @@ def _one_round(
                 if isinstance(model, Transformer):
                     # The baseline is a deployed KV cache: preallocated, so no timed step copies it.
                     # Growing it by concatenation (every token copies the cache) is the extra column.
-                    runners[f"{name}_cat"] = Runner(model.blockwise_step, tokens, state)
+                    runners[f"{name}_cat"] = Runner(model.step, tokens, state)
                     sizes[f"{name}_cat"] = nbytes
-                    state = [KVCache.with_capacity(*c.tokens(), n + len(tokens)) for c in state]
-                runners[name], sizes[name] = Runner(model.step, tokens, state), nbytes
+                    state = [with_capacity(*c.tokens(), n + len(tokens)) for c in state]
+                runners[name], sizes[name] = Runner(steppers[name].step, tokens, state), nbytes
                 for export_name, (model_name, start) in (exported or {}).items():
                     if model_name == name:
                         # An exported cache attends to all its slots (the unused ones masked): its
                         # capacity is just what the timed steps need, so N is what is measured.
                         few = tokens[:EXPORTED_STEPS]
                         if isinstance(model, Transformer):
-                            state = [KVCache.with_capacity(*c.tokens(), n + len(few)) for c in state]
+                            state = [with_capacity(*c.tokens(), n + len(few)) for c in state]
                         runners[export_name] = Runner(start(state), [t.numpy() for t in few], state)
                         sizes[export_name] = nbytes
             for name, seconds in fastest_seconds_per_step(runners, budget_s=budget_s).items():

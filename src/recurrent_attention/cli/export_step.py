@@ -2,7 +2,7 @@
 step token after token, and print both per-token latencies.
 
 The three layers it joins stay apart: the run comes from ``runs.finished`` (the one loader of a
-finished run), the export from ``models.export``, the check and timing from ``bench.streaming``.
+finished run), the export from ``deploy.onnx_aaren``, the check and timing from ``bench.streaming``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from recurrent_attention.bench.streaming import check_and_time
+from recurrent_attention.deploy.onnx_aaren import export_onnx
 from recurrent_attention.models.aaren import Aaren
-from recurrent_attention.models.export import export_onnx
 from recurrent_attention.runs.finished import RunFolderError, load_finished_run
 
 

@@ -7,10 +7,8 @@ by what the mixer adds (Aaren: one learned query per layer).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from recurrent_attention.models.base import Backbone, State
@@ -82,74 +80,13 @@ class ResidualBlock(nn.Module):
         return self._residual(x_t, lambda h: self.mixer.step(h, state))
 
 
-class LeanBlock(NamedTuple):
-    """One residual block laid out for a one-token eval step: the mixer's own one-token function
-    (:meth:`lean_mixer` of a mixer that has one), ``addmm`` weights for the feed-forward
-    (transposed, biases never None) and layer-norm arguments, so the step reads no module attributes."""
-
-    mix: Callable[[Tensor, State], tuple[Tensor, State]]  # (B, d_model), state -> mixed (B, d_model), state
-    ff_in_weight: Tensor
-    ff_in_bias: Tensor
-    ff_out_weight: Tensor
-    ff_out_bias: Tensor
-    norm_mix: tuple
-    norm_ff: tuple
-    activation: Callable[[Tensor], Tensor]
-    norm_first: bool
-
-
-def addmm_weights(weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor]:
-    """``(W^T, b)`` for ``torch.addmm(b, x, W^T)`` from an ``(out, in)`` weight (a zero bias for None)."""
-    return weight.t().contiguous(), weight.new_zeros(weight.shape[0]) if bias is None else bias
-
-
-def layer_norm_arguments(norm: nn.LayerNorm) -> tuple:
-    """The arguments of ``F.layer_norm`` after the input, read once."""
-    return (norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-
-
-def lean_block(
-    block: ResidualBlock, mix: Callable[[Tensor, State], tuple[Tensor, State]] | None = None
-) -> LeanBlock:
-    """``block`` laid out for :func:`lean_block_step`, mixing with ``mix`` (default: the mixer's
-    own :meth:`lean_mixer`; an exporter passes a graph-friendly one)."""
-    expand, activation, _, contract = block.ff
-    return LeanBlock(
-        block.mixer.lean_mixer() if mix is None else mix,
-        *addmm_weights(expand.weight, expand.bias),
-        *addmm_weights(contract.weight, contract.bias),
-        layer_norm_arguments(block.norm_mix),
-        layer_norm_arguments(block.norm_ff),
-        activation.forward,  # the module's hooks are not run on this path; it has none
-        block.norm_first,
-    )
-
-
-def lean_block_step(w: LeanBlock, x: Tensor, state: State) -> tuple[Tensor, State]:
-    """:meth:`ResidualBlock.step` in eval mode (no dropout) on laid-out weights."""
-    if w.norm_first:
-        mixed, state = w.mix(F.layer_norm(x, *w.norm_mix), state)
-        x = x + mixed
-        hidden = w.activation(torch.addmm(w.ff_in_bias, F.layer_norm(x, *w.norm_ff), w.ff_in_weight))
-        return torch.addmm(w.ff_out_bias, hidden, w.ff_out_weight).add_(x), state
-    mixed, state = w.mix(x, state)
-    x = F.layer_norm(mixed.add_(x), *w.norm_mix)
-    hidden = w.activation(torch.addmm(w.ff_in_bias, x, w.ff_in_weight))
-    return F.layer_norm(torch.addmm(w.ff_out_bias, hidden, w.ff_out_weight).add_(x), *w.norm_ff), state
-
-
 class LayerStack(Backbone):
     """A stack of residual blocks around token mixers; the state is one mixer state per layer.
 
-    When every mixer has a ``lean_mixer()`` (a one-token function on weights it lays out once),
-    :meth:`step` in eval mode without gradients runs the blocks as a flat list of ``addmm``, layer
-    norms and those functions, on a layout built once and rebuilt when a parameter changes: per-token
-    latency is what streaming is for, and at one token most of the cost is per-operation overhead.
-    Tests hold it equal to :meth:`blockwise_step`, which every other call takes.
-
-    ``reinject`` (``forward``, ``step``, ``blockwise_step``), shaped as the input, is added to the
-    input of every block after the first: THP re-adds its temporal encoding before each encoder
-    layer, and the first block's input already holds it.
+    ``reinject`` (``forward``, ``step``), shaped as the input, is added to the input of every block
+    after the first: THP re-adds its temporal encoding before each encoder layer, and the first
+    block's input already holds it. A faster eval step on the same weights for deployment:
+    :class:`recurrent_attention.deploy.LeanStepper`.
     """
 
     def __init__(
@@ -169,9 +106,6 @@ class LayerStack(Backbone):
             ResidualBlock(mixer, d_model, d_ff, dropout, activation, norm_first, norm_eps) for mixer in mixers
         )
         self.norm = nn.LayerNorm(d_model, norm_eps) if final_norm else nn.Identity()
-        self._has_lean_step = all(hasattr(mixer, "lean_mixer") for mixer in mixers)
-        self._lean_layout: tuple[tuple[Tensor, ...], list[int], list[LeanBlock], tuple | None] | None = None
-        self.register_load_state_dict_post_hook(self._clear_lean_layout)
 
     def forward(
         self, x: Tensor, state: State | None = None, reinject: Tensor | None = None
@@ -191,20 +125,6 @@ class LayerStack(Backbone):
         return [block.mixer.init_state(batch_size, device, dtype) for block in self.blocks]
 
     def step(self, x_t: Tensor, state: State, reinject: Tensor | None = None) -> tuple[Tensor, State]:
-        if not self._has_lean_step or self.training or torch.is_grad_enabled() or x_t.dim() != 2:
-            return self.blockwise_step(x_t, state, reinject)
-        blocks, final_norm = self._lean_blocks()
-        new_states = []
-        for i, (weights, layer_state) in enumerate(zip(blocks, state, strict=True)):
-            if i and reinject is not None:
-                x_t = x_t + reinject
-            x_t, layer_state = lean_block_step(weights, x_t, layer_state)
-            new_states.append(layer_state)
-        return (x_t if final_norm is None else F.layer_norm(x_t, *final_norm)), new_states
-
-    def blockwise_step(
-        self, x_t: Tensor, state: State, reinject: Tensor | None = None
-    ) -> tuple[Tensor, State]:
         """One token through each block's own ``step`` (any mode, autograd, any batch shape)."""
         new_states = []
         for i, (block, layer_state) in enumerate(zip(self.blocks, state, strict=True)):
@@ -213,28 +133,6 @@ class LayerStack(Backbone):
             x_t, layer_state = block.step(x_t, layer_state)
             new_states.append(layer_state)
         return self.norm(x_t), new_states
-
-    def _lean_blocks(self) -> tuple[list[LeanBlock], tuple | None]:
-        """Every block's :class:`LeanBlock` and the final layer norm's arguments (None: no norm).
-
-        The layout holds the parameters it was built from and their version counters, so an
-        in-place update (an optimiser step, ``load_state_dict``) rebuilds it; moving the module
-        (``.to``, ``.double``) or loading with ``assign=True`` clears it.
-        """
-        layout = self._lean_layout
-        if layout is None or layout[1] != [p._version for p in layout[0]]:
-            parameters = tuple(self.parameters())
-            blocks = [lean_block(block) for block in self.blocks]
-            final = layer_norm_arguments(self.norm) if isinstance(self.norm, nn.LayerNorm) else None
-            layout = self._lean_layout = (parameters, [p._version for p in parameters], blocks, final)
-        return layout[2], layout[3]
-
-    def _clear_lean_layout(self, *_: object) -> None:
-        self._lean_layout = None
-
-    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> LayerStack:
-        self._clear_lean_layout()
-        return super()._apply(fn, recurse)
 
 
 class QKVLinear(nn.Linear):
@@ -259,28 +157,14 @@ class QKVLinear(nn.Linear):
                 self.bias.copy_(torch.cat([part.bias for part in parts]))
 
 
-SEPARATE_PROJECTIONS = ("q_proj", "k_proj", "v_proj")
-"""The modules that held the query, key and value projections before :class:`QKVLinear`."""
-
-
-def _fuse_separate_projections(
-    module: nn.Module, state_dict: dict[str, Tensor], prefix: str, *_: object
-) -> None:
-    """A state dict written before the fusion holds ``q_proj``/``k_proj``/``v_proj`` weights and
-    biases: join each kind into the ``qkv`` layer's, so old checkpoints load (strictly) as they are."""
-    for kind in ("weight", "bias"):
-        keys = [f"{prefix}{name}.{kind}" for name in SEPARATE_PROJECTIONS]
-        if all(key in state_dict for key in keys):
-            state_dict[f"{prefix}qkv.{kind}"] = torch.cat([state_dict.pop(key) for key in keys])
-
-
 class HeadProjections(nn.Module):
     """Query/key/value/output projections shared by softmax attention and Aaren.
 
     The query, key and value projections are one :class:`QKVLinear` (``qkv``), so the Transformer
     projects its tokens in one matrix product and Aaren builds its fused values-and-scores matrix
     from one parameter. ``qkv_bias=False`` drops the query/key/value biases (THP's encoder); the
-    output keeps its bias. State dicts in the older layout (three separate layers) still load.
+    output keeps its bias. Checkpoints in the older layout (three separate layers) are brought to
+    this one where they are loaded (:mod:`~recurrent_attention.migration`).
     """
 
     def __init__(self, d_model: int, n_heads: int, qkv_bias: bool = True) -> None:
@@ -290,7 +174,6 @@ class HeadProjections(nn.Module):
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.qkv = QKVLinear(d_model, qkv_bias)
         self.out_proj = nn.Linear(d_model, d_model)
-        self.register_load_state_dict_pre_hook(_fuse_separate_projections)
 
     def parts(self) -> tuple[tuple[Tensor, Tensor | None], ...]:
         """``((W_q, b_q), (W_k, b_k), (W_v, b_v))``: views of the fused weight and bias (biases None

@@ -1,10 +1,13 @@
 """Math that is not a layer: attention as a many-to-many RNN (parallel scan, chunked, step).
 
 ``scan.py`` is the paper's math (the operator, its state, the scan and the recurrence);
-``prefix_attention.py`` the chunked fast path and the choice between the paths.
+``prefix_attention.py`` the chunked fast path and the choice between the paths; ``projection.py``
+Aaren's values-and-scores projection in its compiled form. The compiled kernels (``native.py``) are
+reached only through this package: a model asks here, never the kernels themselves.
 """
 
 from recurrent_attention.ops.prefix_attention import PATHS, attention_chunked, prefix_attention
+from recurrent_attention.ops.projection import compiled_value_score_projection
 from recurrent_attention.ops.scan import (
     ScanState,
     attention_recurrent,
@@ -22,6 +25,7 @@ __all__ = [
     "attention_scan",
     "attention_step",
     "combine",
+    "compiled_value_score_projection",
     "empty_state",
     "prefix_attention",
 ]

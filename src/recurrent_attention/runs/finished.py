@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from recurrent_attention.migration import migrate_state_dict
 from recurrent_attention.results.summary import SUMMARY_NAME
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.resume import CHECKPOINTS, last_checkpoint_path
@@ -43,7 +44,7 @@ class FinishedRun:
 
         module = instantiate(self.config.task.module, backbone=instantiate(self.config.model.backbone))
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["state_dict"]
-        module.load_state_dict(state)
+        module.load_state_dict(migrate_state_dict(state))
         return module
 
 

@@ -11,9 +11,9 @@ from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from lightning.pytorch.strategies import Strategy
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
+from recurrent_attention.migration import migrate_checkpoint
 from recurrent_attention.models.base import Backbone
 from recurrent_attention.runs.resume import EpochShuffle
-from recurrent_attention.tasks.checkpoint_layout import fuse_optimizer_states
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 SchedulerFactory = Callable[[torch.optim.Optimizer], Any]
@@ -51,11 +51,11 @@ class TaskModule(L.LightningModule):
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """A checkpoint from before q/k/v were fused resumes: its optimiser state is converted to the
-        fused layout (:mod:`~recurrent_attention.tasks.checkpoint_layout`) before Lightning loads it.
-        Subclasses that override this hook call it."""
+        """A checkpoint in an older layout (q/k/v before they were fused) resumes or loads: its weights
+        and optimiser state are brought to today's layout (:mod:`~recurrent_attention.migration`)
+        before Lightning loads them. Subclasses that override this hook call it."""
         source = getattr(self._trainer, "ckpt_path", None) or "the checkpoint"
-        fuse_optimizer_states(self, checkpoint, str(source))
+        migrate_checkpoint(self, checkpoint, str(source))
 
     def build_scheduler(self, optimizer: torch.optim.Optimizer) -> Any:
         """The scheduler partial applied to the optimiser; families needing more arguments override this."""

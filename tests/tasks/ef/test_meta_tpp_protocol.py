@@ -126,7 +126,7 @@ def test_reference_run_tests_the_epoch_of_the_best_validation_rmse(tmp_path: Pat
 
 
 @pytest.mark.parametrize("backbone", [Aaren, Transformer])
-def test_every_layer_encoding_blockwise_step_equals_forward(backbone) -> None:
+def test_every_layer_encoding_step_equals_forward(backbone) -> None:
     """With gradients on, ``step`` takes each block's own step (the training-mode path)."""
     torch.manual_seed(2)
     model = EventModel(backbone(**THP), n_marks=3, time_every_layer=True).double().eval()

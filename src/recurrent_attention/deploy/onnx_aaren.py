@@ -15,8 +15,8 @@ repeated over that head's ``d_head`` lanes, the score column likewise repeated b
 matrix. Every update is then one element-wise op over ``d_model`` lanes, with no reshape between the
 projection, the state and the output projection; the cost is ``2 (d_model - H)`` more floats of
 state per layer (1 KiB at d_model 128, 2 layers, batch 1), still constant in the tokens seen.
-This module is the model layer's part only: loading a trained run is ``runs.finished``'s, timing
-the exported step ``bench.streaming``'s, and the command line ``cli.export_step``'s.
+This module is the export only: loading a trained run is ``runs.finished``'s, timing the exported
+step ``bench.streaming``'s, and the command line ``cli.export_step``'s.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from recurrent_attention.deploy.lean import final_norm_arguments, lean_block, lean_block_step
+from recurrent_attention.deploy.mixers import aaren_weights
+from recurrent_attention.deploy.onnx_io import onnx_session, write_onnx
 from recurrent_attention.models.aaren import Aaren, AarenAttention
-from recurrent_attention.models.blocks import layer_norm_arguments, lean_block, lean_block_step
 from recurrent_attention.ops import ScanState
 
 
@@ -64,9 +66,10 @@ def scan_state(lanes: Sequence[Tensor], heads: int) -> list[ScanState]:
 
 
 def _lane_weights(mixer: AarenAttention) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The mixer's :meth:`~AarenAttention.lean_weights` with each head's score column repeated over
-    the head's ``d_head`` lanes: the projection gives values, then scores, each ``(B, d_model)``."""
-    mix_weight, mix_bias, out_weight, out_bias, (heads, d_head) = mixer.lean_weights()
+    """The mixer's laid-out weights (:func:`~recurrent_attention.deploy.mixers.aaren_weights`) with
+    each head's score column repeated over the head's ``d_head`` lanes: the projection gives values,
+    then scores, each ``(B, d_model)``."""
+    mix_weight, mix_bias, out_weight, out_bias, (heads, d_head) = aaren_weights(mixer)
     d_model = heads * d_head
     columns = torch.cat([torch.arange(d_model), d_model + torch.arange(d_model) // d_head])
     return mix_weight[:, columns].contiguous(), mix_bias[columns].contiguous(), out_weight, out_bias
@@ -105,9 +108,7 @@ class LaneStep(nn.Module):
                 lean_block(block, partial(_lane_mix, *_lane_weights(block.mixer)))
                 for block in backbone.blocks
             ]
-        self.final_norm = (
-            layer_norm_arguments(backbone.norm) if isinstance(backbone.norm, nn.LayerNorm) else None
-        )
+        self.final_norm = final_norm_arguments(backbone)
 
     def forward(self, x_t: Tensor, *state: Tensor) -> tuple[Tensor, ...]:
         new_state: list[Tensor] = []
@@ -131,49 +132,6 @@ def export_onnx(backbone: Aaren, path: str | Path) -> Path:
     dynamic = {"x_t": {0: batch}, "state": tuple({0: batch} for _ in names)}
     outputs = ["y_t", *(f"{name}_out" for name in names)]
     return write_onnx(LaneStep(backbone), example, path, ["x_t", *names], outputs, dynamic)
-
-
-def write_onnx(
-    step: nn.Module,
-    example: tuple[Tensor, ...],
-    path: str | Path,
-    input_names: Sequence[str],
-    output_names: Sequence[str],
-    dynamic: dict,
-) -> Path:
-    """``step`` traced on ``example`` by torch's ``torch.export``-based exporter into ``path``, with
-    named inputs and outputs and the ``dynamic`` dimensions left free."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():
-        torch.onnx.export(
-            step,
-            example,
-            str(path),
-            input_names=list(input_names),
-            output_names=list(output_names),
-            dynamic_shapes=dynamic,
-            dynamo=True,
-            verbose=False,
-        )
-    return path
-
-
-def onnx_session(path: str | Path, threads: int, batch: int | None = None) -> object:
-    """An onnxruntime CPU session on ``threads`` threads (onnxruntime is the deploy extra, so it is
-    imported only here). For a stream of one row (``batch == 1``) two defaults that cost more than
-    they save there are off: prepacked weights (a one-row product ran slower from the packed matrix
-    than from the plain one) and memory-reuse planning. Measured on both exported steps at d_model
-    128, 1 thread: Aaren's 69 -> 62 µs, the Transformer's (1.6k cached tokens) 402 -> 369 µs; at
-    batch 64 the two slowed Aaren's step by 8 %, so other batches keep the defaults."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = threads
-    if batch == 1:
-        options.enable_mem_reuse = False
-        options.add_session_config_entry("session.disable_prepacking", "1")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 class OnnxStep:

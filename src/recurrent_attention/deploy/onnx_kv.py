@@ -1,6 +1,6 @@
 """The Transformer's lean step as ONNX, its KV cache in buffers the caller owns and binds.
 
-Aaren's exported step (:mod:`~recurrent_attention.models.export`) is only as fast as what it is
+Aaren's exported step (:mod:`~recurrent_attention.deploy.onnx_aaren`) is only as fast as what it is
 compared with, so the Transformer gets the same treatment a deployed decoder gets: the graph
 ``(x_t, position, k, v) -> (y_t, k_t, v_t)`` takes the cache ``k, v (layers, B, heads, capacity,
 d_head)`` whose first ``position`` slots hold the tokens seen, attends from the new token to those
@@ -21,8 +21,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from recurrent_attention.models.blocks import LayerStack, layer_norm_arguments, lean_block, lean_block_step
-from recurrent_attention.models.export import onnx_session, write_onnx
+from recurrent_attention.deploy.lean import final_norm_arguments, lean_block, lean_block_step
+from recurrent_attention.deploy.mixers import attention_weights
+from recurrent_attention.deploy.onnx_io import onnx_session, write_onnx
+from recurrent_attention.models.blocks import LayerStack
 from recurrent_attention.models.transformer import KVCache, Transformer
 
 INPUT_NAMES = ("x_t", "position", "k", "v")
@@ -65,12 +67,10 @@ class SlotCacheStep(nn.Module):
         backbone = copy.deepcopy(backbone).to(dtype).eval()
         with torch.no_grad():
             self.blocks = [
-                lean_block(block, partial(_attend_to_slots, *block.mixer.lean_weights()))
+                lean_block(block, partial(_attend_to_slots, *attention_weights(block.mixer)))
                 for block in backbone.blocks
             ]
-        self.final_norm = (
-            layer_norm_arguments(backbone.norm) if isinstance(backbone.norm, nn.LayerNorm) else None
-        )
+        self.final_norm = final_norm_arguments(backbone)
 
     def forward(self, x_t: Tensor, position: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         visible = torch.arange(k.shape[-2], device=k.device) < position
@@ -108,7 +108,7 @@ def export_transformer_onnx(backbone: LayerStack, path: str | Path) -> Path:
 class OnnxKVStream:
     """An exported Transformer step streaming from ``state`` into a cache of ``capacity`` slots.
 
-    ``push(x_t) -> y_t`` token after token, like :class:`~recurrent_attention.models.export.OnnxStream`:
+    ``push(x_t) -> y_t`` token after token, like :class:`~recurrent_attention.deploy.onnx_aaren.OnnxStream`:
     the token, the output, the position and the cache are bound once (IO binding over numpy
     buffers that onnxruntime reads in place), and each push writes the new keys and values into
     their slot. A push past ``capacity`` tokens raises instead of growing.

@@ -1,5 +1,6 @@
 """A training checkpoint written before q/k/v were fused (13988e3) resumes as if it had been written
-in the fused layout: the same parameters after more steps.
+in the fused layout (the same parameters after more steps), and loads for inference with the same
+weights: both through :mod:`~recurrent_attention.migration`, called where checkpoints are loaded.
 
 The truth is independent of the conversion: the test writes the old checkpoint itself, from a fused
 one, by rebuilding every ``HeadProjections`` as it was (``q_proj``, ``k_proj``, ``v_proj``,
@@ -175,6 +176,18 @@ def test_an_old_layout_checkpoint_resumes_as_the_fused_one(
     for name, parameter in resumed[fused].items():
         assert not torch.equal(parameter, before[name]), name  # the resumed steps trained it
         assert torch.equal(resumed[old][name], parameter), name
+
+
+def test_an_old_layout_checkpoint_loads_for_inference_with_the_fused_weights(tmp_path: Path) -> None:
+    """``load_from_checkpoint`` (Lightning runs ``on_load_checkpoint`` before ``load_state_dict``)."""
+    optimizer = partial(torch.optim.Adam, lr=1e-2)
+    fused, old, _ = trained_checkpoints(tmp_path, "transformer", (), optimizer)
+    backbone = make_module("transformer", (), optimizer).backbone
+    loaded = Regression.load_from_checkpoint(old, backbone=backbone, optimizer=optimizer)
+    expected = torch.load(fused, weights_only=False)["state_dict"]
+    assert loaded.state_dict().keys() == expected.keys()
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name
 
 
 def test_parts_stepped_apart_are_refused_naming_the_checkpoint_and_the_fix(tmp_path: Path) -> None:

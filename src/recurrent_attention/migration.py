@@ -21,7 +21,9 @@ import torch
 from torch import nn
 
 from recurrent_attention.errors import CheckpointError
-from recurrent_attention.models.blocks import SEPARATE_PROJECTIONS, HeadProjections
+
+SEPARATE_PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+"""The modules that held the query, key and value projections before they were fused into ``qkv``."""
 
 FUSION_COMMIT = "13988e3"
 """The commit that fused q/k/v: a checkout before it resumes the old layout as it was written."""
@@ -31,14 +33,39 @@ Slot = tuple[int, int | None]
 (0 query, 1 key, 2 value) of that fused parameter it is, or None for the whole parameter."""
 
 
+def migrate_state_dict(state_dict: dict[str, Any]) -> dict[str, Any]:
+    """``state_dict`` in today's layout (changed in place and returned): every module that holds all
+    three of ``q_proj``/``k_proj``/``v_proj`` weights (and biases) gets them joined as ``qkv``'s.
+
+    A module with only some of the three is left as it is, so that a strict load names what is wrong.
+    """
+    suffix = f"{SEPARATE_PROJECTIONS[0]}.weight"
+    prefixes = [key.removesuffix(suffix) for key in list(state_dict) if key.endswith(suffix)]
+    for prefix in prefixes:
+        for kind in ("weight", "bias"):
+            keys = [f"{prefix}{name}.{kind}" for name in SEPARATE_PROJECTIONS]
+            if all(key in state_dict for key in keys):
+                state_dict[f"{prefix}qkv.{kind}"] = torch.cat([state_dict.pop(key) for key in keys])
+    return state_dict
+
+
+def migrate_checkpoint(module: nn.Module, checkpoint: dict[str, Any], source: str) -> None:
+    """A Lightning ``checkpoint`` of ``module`` in today's layout, in place: the optimiser states
+    first (:func:`fuse_optimizer_states` reads the old layout from the state dict), then the weights."""
+    fuse_optimizer_states(module, checkpoint, source)
+    if "state_dict" in checkpoint:
+        migrate_state_dict(checkpoint["state_dict"])
+
+
 def legacy_projections(module: nn.Module, state_dict: dict[str, Any]) -> list[str]:
-    """The names of ``module``'s :class:`HeadProjections` whose weights ``state_dict`` holds in the
-    separate q/k/v layout."""
+    """The names of ``module``'s fused projections (modules with a ``qkv`` parameter) whose weights
+    ``state_dict`` holds in the separate q/k/v layout."""
     query = SEPARATE_PROJECTIONS[0]
+    parameters = dict(module.named_parameters())
     return [
         name
-        for name, child in module.named_modules()
-        if isinstance(child, HeadProjections) and f"{name}.{query}.weight" in state_dict
+        for name, _ in module.named_modules()
+        if f"{name}.qkv.weight" in parameters and f"{name}.{query}.weight" in state_dict
     ]
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from recurrent_attention.deploy.onnx_kv import OnnxKVStream, SlotCacheStep, export_transformer_onnx
 from recurrent_attention.models import Aaren, Transformer
-from recurrent_attention.models.export_kv import OnnxKVStream, SlotCacheStep, export_transformer_onnx
 
 pytest.importorskip("onnxruntime")
 D_MODEL, HEADS = 16, 4

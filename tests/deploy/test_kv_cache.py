@@ -1,21 +1,24 @@
-"""The Transformer's lean step keeps a real KV cache: written in place, doubled when full, safe to branch."""
+"""The Transformer's deployed step keeps a real KV cache: written in place, doubled when full, safe
+to branch."""
 
 from __future__ import annotations
 
 import torch
 
+from recurrent_attention.deploy import LeanStepper
+from recurrent_attention.deploy.kv_cache import with_capacity
 from recurrent_attention.models import Transformer
 from recurrent_attention.models.transformer import KVCache
 
 D_MODEL, HEADS = 16, 4
 
 
-def model() -> Transformer:
+def model() -> LeanStepper:
     torch.manual_seed(0)
-    return Transformer(D_MODEL, HEADS, 2, 32, dropout=0.0).double().eval()
+    return LeanStepper(Transformer(D_MODEL, HEADS, 2, 32, dropout=0.0).double().eval())
 
 
-def run(m: Transformer, tokens: torch.Tensor, state: list[KVCache]) -> tuple[torch.Tensor, list[KVCache]]:
+def run(m: LeanStepper, tokens: torch.Tensor, state: list[KVCache]) -> tuple[torch.Tensor, list[KVCache]]:
     outputs = []
     with torch.no_grad():
         for x_t in tokens:
@@ -57,6 +60,6 @@ def test_branching_from_one_state_leaves_both_branches_intact() -> None:
 
 def test_with_capacity_holds_the_given_tokens() -> None:
     k, v = torch.randn(2, 2, 3, 5, 4).unbind(0)
-    cache = KVCache.with_capacity(k, v, 8)
+    cache = with_capacity(k, v, 8)
     assert cache.k.shape == (2, 3, 8, 4) and cache.size == 5
     torch.testing.assert_close(cache.tokens(), (k, v), rtol=0, atol=0)

@@ -1,4 +1,4 @@
-"""The exported ONNX step (run by onnxruntime) equals the eager step token after token."""
+"""The exported ONNX step (run by onnxruntime) equals the model's own step token after token."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from recurrent_attention.models import Aaren, Transformer
-from recurrent_attention.models.export import (
+from recurrent_attention.deploy.onnx_aaren import (
     LaneStep,
     OnnxStep,
     OnnxStream,
     export_onnx,
     lane_state,
-    onnx_session,
     scan_state,
     state_names,
 )
+from recurrent_attention.deploy.onnx_io import onnx_session
+from recurrent_attention.models import Aaren, Transformer
 
 D_MODEL, HEADS, LAYERS = 16, 4, 2
 needs_onnx = pytest.mark.skipif(

@@ -1,0 +1,55 @@
+"""Deployment forms of a trained backbone's step, each tested equal to the model's own ``step``.
+
+``models/`` holds the math: each backbone's ``forward``, ``init_state`` and ``step`` in plain
+PyTorch. What makes a step fast, or portable, wraps a trained backbone from here and keeps its
+caches here, never in the model:
+
+- :mod:`~.lean`: :class:`LeanStepper`, a residual stack's eval step on weights laid out once
+  (:mod:`~.mixers` lays out each attention's; :mod:`~.kv_cache` grows a Transformer's cache in place);
+- :mod:`~.compiled`: :class:`CompiledAarenStepper`, Aaren's lean step as one C++ call;
+- :mod:`~.onnx_aaren` and :mod:`~.onnx_kv`: Aaren's and the Transformer's steps as ONNX graphs
+  with onnxruntime streams (:mod:`~.onnx_io` writes and opens the files).
+
+:func:`fast_stepper` picks the fastest wrapper for a backbone. The import direction is one way:
+this package imports ``models`` and ``ops``; neither imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from recurrent_attention.deploy.compiled import CompiledAarenStepper, compiled_gelu
+from recurrent_attention.deploy.lean import LeanStepper, has_lean_step
+from recurrent_attention.models.aaren import Aaren
+from recurrent_attention.models.base import Backbone, State
+
+
+class Stepper(Protocol):
+    """What :func:`fast_stepper` returns: a backbone's ``init_state`` and ``step``."""
+
+    def init_state(
+        self, batch_size: int, device: torch.device | None = None, dtype: torch.dtype | None = None
+    ) -> State: ...
+
+    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]: ...
+
+
+def fast_stepper(model: Backbone) -> Stepper:
+    """``model``'s fastest eager step: the compiled one for Aaren (where its activation is one the
+    compiled step implements), the lean one for a stack of attention mixers that have one, and
+    otherwise the model itself. Each falls back to the model's own step outside eval/no-grad."""
+    if not has_lean_step(model):
+        return model
+    if isinstance(model, Aaren):
+        try:
+            compiled_gelu(model)
+        except ValueError:  # an activation the compiled step does not implement
+            return LeanStepper(model)
+        return CompiledAarenStepper(model)
+    return LeanStepper(model)
+
+
+__all__ = ["CompiledAarenStepper", "LeanStepper", "Stepper", "fast_stepper"]

@@ -1,0 +1,122 @@
+"""Aaren's lean step as one compiled C++ call (``AarenStepper`` in :mod:`~recurrent_attention.ops.native`).
+
+At batch 1 the Python lean step (:mod:`~recurrent_attention.deploy.lean`) is ~25 small ops per layer
+whose dispatch is the cost; the compiled step runs the same arithmetic on the same laid-out weights
+in one call. It computes the feed-forward's activation itself and implements exactly two, ReLU and
+the exact (erf) GELU: :class:`CompiledAarenStepper` refuses a model with any other activation
+instead of running it as one of those (:func:`fast_stepper` then takes the Python lean step, which
+calls the model's own activation).
+
+The compiled step checks the token, the state, grad mode and its weights' version counters itself
+(``try_step``: at one token each Python operation costs several µs of a ~100 µs step); where it
+declines, the layout is checked (and the compiled step rebuilt) here, and where it still does not
+apply (no kernels, another dtype, gradients on) the Python lean step runs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from recurrent_attention.deploy.lean import LeanStepper
+from recurrent_attention.models.aaren import Aaren
+from recurrent_attention.ops import ScanState, native
+
+
+def compiled_gelu(model: Aaren) -> bool:
+    """Whether the compiled step computes GELU (True) or ReLU (False) for ``model``'s feed-forwards;
+    a ``ValueError`` naming it for any activation it does not implement."""
+    kinds = set()
+    for block in model.blocks:
+        activation = block.ff[1]
+        if type(activation) is nn.GELU and activation.approximate == "none":
+            kinds.add(True)
+        elif type(activation) is nn.ReLU:
+            kinds.add(False)
+        else:
+            raise ValueError(
+                f"the compiled Aaren step implements ReLU and the exact GELU only, not {activation!r}: "
+                "step this model with deploy.LeanStepper (or its own step)"
+            )
+    if len(kinds) != 1:
+        raise ValueError("the compiled Aaren step runs one activation in every block")
+    return kinds.pop()
+
+
+class CompiledAarenStepper(LeanStepper):
+    """:class:`LeanStepper` for Aaren, taking the compiled step where it applies (CPU float32/float64
+    ``(B, d_model)`` tokens in eval mode without gradients, the kernels built, no ``reinject``)."""
+
+    def __init__(self, model: Aaren) -> None:
+        self.gelu = compiled_gelu(model)
+        super().__init__(model)
+        self._compiled: object | None = None
+
+    def clear(self) -> None:
+        """Also drop the compiled step: it holds the parameters it was built from, and a conversion or
+        a load with ``assign=True`` replaces them without changing their version counters."""
+        super().clear()
+        self._compiled = None
+
+    def step(
+        self, x_t: Tensor, state: list[ScanState], reinject: Tensor | None = None
+    ) -> tuple[Tensor, list[ScanState]]:
+        # the compiled step has no reinjection: with one, take the Python lean step
+        stepped = None if reinject is not None else self._try_compiled_step(x_t, state)
+        if stepped is None:
+            return super().step(x_t, state, reinject)
+        y_t, flat = stepped
+        return y_t, [ScanState(*flat[i : i + 3]) for i in range(0, len(flat), 3)]
+
+    def _try_compiled_step(self, x_t: Tensor, state: list[ScanState]) -> tuple[Tensor, list[Tensor]] | None:
+        """``(y_t, flat state)`` from the compiled step, or None where it does not apply."""
+        if self.model.training or torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return None
+        flat = [t for layer in state for t in layer]
+        compiled = self._compiled
+        stepped = None if compiled is None else compiled.try_step(x_t, flat)
+        if stepped is None and (compiled := self._rebuilt(x_t, state)) is not None:
+            stepped = compiled.try_step(x_t, flat)
+        return stepped
+
+    def _rebuilt(self, x_t: Tensor, state: list[ScanState]) -> object | None:
+        """The compiled step for this token and state, built (again) from the lean layout; None
+        where the lean step would not run, the kernels are unavailable, or dtypes differ."""
+        model = self.model
+        dtype = model.blocks[0].mixer.query.dtype
+        if model.training or torch.is_grad_enabled() or x_t.dim() != 2 or x_t.dtype != dtype:
+            return None
+        if any(layer.m.dtype != dtype for layer in state):
+            return None
+        stepper_class = native.aaren_stepper(x_t)
+        if stepper_class is None:
+            return None
+        self._compiled = self._build(stepper_class)
+        return self._compiled
+
+    def _build(self, stepper_class: type) -> object:
+        """An ``AarenStepper`` on the weights the Python lean step lays out (weights read by position:
+        per layer the mixer's four, the feed-forward's four, then each norm's weight and bias)."""
+        layout = self.layout()
+        weights, eps = [], []
+        for lean in layout.blocks:
+            weights += lean.mix.args[:4]  # the mixer's laid-out weights (deploy.mixers.aaren_weights)
+            weights += [lean.ff_in_weight, lean.ff_in_bias, lean.ff_out_weight, lean.ff_out_bias]
+            for norm in (lean.norm_mix, lean.norm_ff):
+                _, weight, bias, norm_eps = norm
+                weights += [weight, bias]
+                eps.append(norm_eps)
+        _, final_weight, final_bias, final_eps = layout.final_norm or (None, None, None, 0.0)
+        proj = self.model.blocks[0].mixer.proj
+        return stepper_class(
+            [w.detach() for w in weights],
+            eps,
+            self.model.blocks[0].norm_first,
+            self.gelu,
+            final_weight if final_weight is None else final_weight.detach(),
+            final_bias if final_bias is None else final_bias.detach(),
+            final_eps,
+            proj.n_heads,
+            proj.d_head,
+            list(layout.parameters),
+        )
