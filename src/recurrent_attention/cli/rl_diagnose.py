@@ -94,6 +94,35 @@ def report_rows(records: list[dict]) -> list[str]:
     return rows
 
 
+def _mean_std(values: Sequence[float], digits: int) -> str:
+    """``mean ± sample std`` (the mean alone for one value)."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{values.mean():.{digits}f} ± {values.std(ddof=1):.{digits}f}"
+
+
+def summary_rows(records: list[dict]) -> list[str]:
+    """One markdown row per model and learning rate over its seeds: the offline fit (final training
+    loss and held-out action error) beside the closed-loop score, taken over every window evaluation
+    of the second half of training (not only the last checkpoint's, one draw of a noisy quantity)."""
+    rows = []
+    groups: dict[tuple[str, float], list[dict]] = {}
+    for r in sorted(records, key=lambda r: (r["model"], -r["lr"], r["seed"])):
+        groups.setdefault((r["model"], r["lr"]), []).append(r)
+    for (model, lr), runs in groups.items():
+        late = [p["score"] for r in runs for p in r["periodic"] if p["step"] > r["updates"] / 2]
+        falls = sum(score < FALL_SCORE for score in late)
+        rows.append(
+            f"| {model} | {lr:g} | {','.join(str(r['seed']) for r in runs)} "
+            f"| {_mean_std([np.mean(r['losses'][-100:]) for r in runs], 4)} "
+            f"| {_mean_std([r['action_error'][-1]['held_out_mse'] for r in runs], 4)} "
+            f"| {_mean_std(late, 1) if late else ''} ({len(late)}) | {falls}/{len(late)} "
+            f"| {_mean_std([r['periodic'][-1]['score'] for r in runs if r['periodic']], 1)} |"
+        )
+    return rows
+
+
 def _report(args: argparse.Namespace) -> int:
     records = [json.loads(p.read_text()) for p in sorted(args.runs.glob("*.json"))]
     if not records:
@@ -104,6 +133,13 @@ def _report(args: argparse.Namespace) -> int:
     commits = sorted({str(r["git_commit"]) for r in records})
     lines = [
         f"# Decision Transformer diagnostics on {Path(first['data']['path']).name}",
+        "",
+        "| model | lr | seeds | train loss (last 100) | held-out action MSE | window score, 2nd-half "
+        "evaluations (n) | of those fell | window score, last checkpoint |",
+        "|---|---|---|---|---|---|---|---|",
+        *summary_rows(records),
+        "",
+        "Per run:",
         "",
         "| model | lr | seed | train loss (last 100) | train MSE | held-out MSE | best held-out MSE @ update "
         f"| window scores during training | window score (mean length) at targets {targets} | wall s |",
