@@ -5,11 +5,13 @@
    SDPA (B=32, 4 heads, d_head 32), as path time / SDPA time.
 2. Per-token inference: µs per ``step`` at batch 1 and 64 with N tokens already in the state, for
    the lean Transformer step (fused q/k/v, a preallocated KV cache written in place, no mask: the
-   baseline), Aaren (eager) and Aaren's exported step in onnxruntime (d_model 128, 4 heads,
-   2 layers); the Transformer whose cache grows by torch.cat is an extra, labelled column.
+   baseline), Aaren (eager), Aaren's exported step in onnxruntime and causal linear attention (its
+   model's own ``step``; d_model 128, 4 heads, 2 layers); the Transformer whose cache grows by
+   torch.cat is an extra, labelled column.
 3. Figure 5 (Aaren §4.5): cumulative time, state bytes and peak memory growth of N token-by-token
-   steps from an empty state, N up to 16384, both models, eager and exported (batch 1).
-4. Training steps/s of Aaren vs Transformer on one dataset per task family at the CPU preset
+   steps from an empty state, N up to 16384, each model, eager and exported (batch 1).
+4. Training steps/s of Aaren and linear attention vs the Transformer on one dataset per task family
+   at the CPU preset
    (tsf, tsc, ef, lm: real data from the mirror; rl: the Hopper data `make rl-data` collects, which
    `make bench` runs first when the file is missing; a family whose files are missing is reported
    as skipped; video trains other models). ``--families`` measures some of them only.
@@ -49,6 +51,7 @@ from recurrent_attention.bench.training import (
 )
 from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.models.linear_attention import LinearTransformer
 from recurrent_attention.ops import native
 from recurrent_attention.results.summary import atomic_write_text, device_description, git_commit
 
@@ -75,22 +78,32 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "" if a is None or b is None else f"{a / b:.3f}x"
 
 
+def _kib(row: dict | None) -> str:
+    return "" if row is None else f"{row['state_bytes'] / 1024:.1f}"
+
+
 def step_table(rows: list[dict]) -> str:
+    """One row per (batch, N); a model a report lacks (an older one: no linear attention) is blank."""
     cell = {(r["model"], r["batch"], r["n"]): r for r in rows}
     lines = [
         "| batch | N | Transformer µs | Aaren µs | Aaren / Transformer | Transformer ONNX µs "
         "| Aaren ONNX µs | ONNX: Aaren / Transformer | Transformer (torch.cat cache) µs "
-        "| Transformer state MiB | Aaren state KiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Transformer state MiB | Aaren state KiB | linear attention µs "
+        "| linear attention / Transformer | linear attention state KiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for batch, n in sorted({(r["batch"], r["n"]) for r in rows}):
         t, a = cell[("transformer", batch, n)], cell[("aaren", batch, n)]
+        linear = cell.get(("linear_attention", batch, n))
+        linear_us = None if linear is None else linear["us_per_token"]
         us = {name: cell.get((name, batch, n), {}).get("us_per_token") for name in _EXTRA_STEPS}
         lines.append(
             f"| {batch} | {n} | {_us(t['us_per_token'])} | {_us(a['us_per_token'])} | "
             f"{_ratio(a['us_per_token'], t['us_per_token'])} | {_us(us['transformer_onnx'])} | "
             f"{_us(us['aaren_onnx'])} | {_ratio(us['aaren_onnx'], us['transformer_onnx'])} | "
-            f"{_us(us['transformer_cat'])} | {t['state_bytes'] / 2**20:.1f} | {a['state_bytes'] / 1024:.1f} |"
+            f"{_us(us['transformer_cat'])} | {t['state_bytes'] / 2**20:.1f} | {_kib(a)} | "
+            f"{'' if linear is None else _us(linear_us)} | {_ratio(linear_us, t['us_per_token'])} | "
+            f"{_kib(linear)} |"
         )
     return "\n".join(lines)
 
@@ -98,11 +111,17 @@ def step_table(rows: list[dict]) -> str:
 _EXTRA_STEPS = ("transformer_onnx", "aaren_onnx", "transformer_cat")
 
 
+def _rate(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
 def training_table(rows: list[dict]) -> str:
+    """One row per task; linear attention's columns are blank where a report lacks it (an older one)."""
     lines = [
         "| family | task | shape | Transformer steps/s | Aaren steps/s | Aaren / Transformer "
-        "| Aaren without token mixing steps/s | ceiling: without mixing / Transformer |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Aaren without token mixing steps/s | ceiling: without mixing / Transformer "
+        "| linear attention steps/s | linear attention / Transformer |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     by_task: dict[str, dict[str, dict]] = {}
     for r in rows:
@@ -110,13 +129,15 @@ def training_table(rows: list[dict]) -> str:
     for task, m in by_task.items():
         t, a = m["transformer"], m["aaren"]
         if t["steps_per_s"] is None or a["steps_per_s"] is None:
-            lines.append(f"| {t['family']} | {task} | {t['note'] or a['note']} | | | | | |")
+            lines.append(f"| {t['family']} | {task} | {t['note'] or a['note']} | | | | | | | |")
             continue
         unmixed = (m.get(NO_MIXING) or {}).get("steps_per_s")
+        linear = (m.get("linear_attention") or {}).get("steps_per_s")
         lines.append(
             f"| {t['family']} | {task} | {t['shape']} | {t['steps_per_s']:.2f} | {a['steps_per_s']:.2f} | "
             f"{_ratio(a['steps_per_s'], t['steps_per_s'])} | "
-            f"{'' if unmixed is None else f'{unmixed:.2f}'} | {_ratio(unmixed, t['steps_per_s'])} |"
+            f"{_rate(unmixed)} | {_ratio(unmixed, t['steps_per_s'])} | "
+            f"{_rate(linear)} | {_ratio(linear, t['steps_per_s'])} |"
         )
     return "\n".join(lines)
 
@@ -368,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
         operator = operator_rows(timings)
     d = args.stream_d_model
     arguments = {"d_model": d, "n_heads": 4, "n_layers": args.stream_layers, "d_ff": 4 * d, "dropout": 0.0}
-    models = {name: cls(**arguments).eval() for name, cls in (("transformer", Transformer), ("aaren", Aaren))}
+    backbones = (("transformer", Transformer), ("aaren", Aaren), ("linear_attention", LinearTransformer))
+    models = {name: cls(**arguments).eval() for name, cls in backbones}
     with tempfile.TemporaryDirectory() as tmp:
         exported, files = {}, {}
         if "export" not in args.skip:
@@ -421,7 +443,9 @@ def main(argv: list[str] | None = None) -> int:
             "shape; the cost depends on shapes only). The Transformer is the lean step (fused q/k/v, "
             "a KV cache preallocated past the timed steps and written in place, one query with no "
             "mask); the torch.cat column grows the cache by concatenation every token (the "
-            f"block-by-block step under autograd). Parameters: {report['params']}.",
+            "block-by-block step under autograd). Linear attention (Katharopoulos et al. 2020) is its "
+            "model's own `step` (no lean or exported form), with a constant state `(S, z)` per layer "
+            f"like Aaren's `(m, u, w)`. Parameters: {report['params']}.",
             step_table(steps) if steps else "(skipped)",
             f"## Aaren operator vs causal SDPA ({report['operator_shape']})",
             "Fastest of at least 3 forward+backward calls (after one warm-up) of each.",
@@ -434,8 +458,9 @@ def main(argv: list[str] | None = None) -> int:
             "process, so no memory kept from earlier work hides the growth). Plotted in figure5.png.",
             stream_table(stream) if stream else "(skipped)",
             "## Training steps/s on each family's CPU preset",
-            "Real data; the models take turns on the same batches (alternating which goes first). "
-            "The third is Aaren with its token mixing taken out (each token's output is its own values; "
+            "Real data; the models take turns on the same batches (alternating the order). "
+            "Linear attention's ratio is reported beside Aaren's; it has no target. "
+            "The ceiling is Aaren with its token mixing taken out (each token's output is its own values; "
             "projections, feed-forward blocks, head and optimiser as in Aaren): no attention can make a "
             "step cheaper, so its rate over the Transformer's is the most any attention could gain.",
             training_table(training) if training else "(skipped)",

@@ -16,7 +16,7 @@ import argparse
 import sys
 import time
 
-from recurrent_attention.bench.training import family_timings
+from recurrent_attention.bench.training import AAREN_PAIR, family_timings
 from recurrent_attention.results.summary import device_description
 
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [f"task.datamodule.path={args.data}", *(args.overrides or ["preset=paper"])]
     clock = time.thread_time if args.cpu_time else time.perf_counter
     timings = family_timings(
-        "rl", args.task, args.updates, overrides=overrides, warmup=args.warmup, clock=clock
+        "rl", args.task, args.updates, overrides=overrides, warmup=args.warmup, clock=clock, models=AAREN_PAIR
     )
     print(f"{device_description()}; {timings[0].shape}; {'CPU' if args.cpu_time else 'wall'} time")
     for timing in timings:

@@ -1,6 +1,7 @@
 """scripts/bench.py records the command it ran as, thread setting and nice level included (the
-committed bench once named a nice level its run did not have), and says when a missed training
-target was out of reach of any attention."""
+committed bench once named a nice level its run did not have), says when a missed training
+target was out of reach of any attention, and reports linear attention beside Aaren without
+touching Aaren's targets."""
 
 from __future__ import annotations
 
@@ -35,9 +36,13 @@ def test_invocation_leaves_out_what_was_not_set(bench_script, monkeypatch) -> No
     assert bench_script.invocation([]) == "python scripts/bench.py"
 
 
-def _training_rows(transformer: float, aaren: float, unmixed: float) -> list[dict]:
+def _training_rows(
+    transformer: float, aaren: float, unmixed: float, linear: float | None = None
+) -> list[dict]:
     common = {"family": "ef", "task": "ef/mimic", "shape": "batch 16", "note": ""}
     rates = {"transformer": transformer, "aaren": aaren, "aaren_no_mixing": unmixed}
+    if linear is not None:
+        rates["linear_attention"] = linear
     return [{**common, "model": model, "steps_per_s": rate} for model, rate in rates.items()]
 
 
@@ -57,7 +62,55 @@ def test_a_missed_training_target_says_when_no_attention_could_meet_it(
 
 def test_the_training_table_shows_the_ceiling_beside_the_ratio(bench_script) -> None:
     table = bench_script.training_table(_training_rows(10.0, 10.2, 10.5))
-    assert table.splitlines()[-1].endswith("| 10.00 | 10.20 | 1.020x | 10.50 | 1.050x |")
+    assert table.splitlines()[-1].endswith("| 10.00 | 10.20 | 1.020x | 10.50 | 1.050x |  |  |")
+
+
+def test_the_training_table_gives_linear_attentions_rate_and_ratio(bench_script) -> None:
+    header, _, row = bench_script.training_table(_training_rows(10.0, 10.2, 10.5, linear=8.0)).splitlines()
+    assert header.endswith("| linear attention steps/s | linear attention / Transformer |")
+    assert row.endswith("| 10.00 | 10.20 | 1.020x | 10.50 | 1.050x | 8.00 | 0.800x |")
+
+
+def _step_rows(linear: bool) -> list[dict]:
+    """Batch 1 at N = 128: Transformer 200 µs (2 MiB cache), Aaren 50 µs, linear attention 80 µs."""
+    cells = {"transformer": (200.0, 2 * 2**20), "aaren": (50.0, 3072)}
+    if linear:
+        cells["linear_attention"] = (80.0, 33792)
+    return [
+        {"model": m, "batch": 1, "n": 128, "us_per_token": us, "state_bytes": b, "note": ""}
+        for m, (us, b) in cells.items()
+    ]
+
+
+def test_the_step_table_gives_linear_attentions_step_ratio_and_state(bench_script) -> None:
+    header, _, row = bench_script.step_table(_step_rows(linear=True)).splitlines()
+    assert header.endswith(
+        "| linear attention µs | linear attention / Transformer | linear attention state KiB |"
+    )
+    assert row.endswith("| 2.0 | 3.0 | 80 | 0.400x | 33.0 |")
+    # a report from before linear attention was timed still renders, its columns blank
+    (old,) = bench_script.step_table(_step_rows(linear=False)).splitlines()[2:]
+    assert old.endswith("| 2.0 | 3.0 |  |  |  |")
+
+
+def test_linear_attention_leaves_aarens_targets_as_they_were(bench_script) -> None:
+    """The targets compare Aaren with the Transformer only: adding linear attention's rows to a report
+    changes no target row, and no target names it."""
+    steps = [{**r, "batch": b, "n": n} for r in _step_rows(linear=True) for b in (1, 64) for n in (128, 8192)]
+    report = {
+        "steps": steps,
+        "operator": [{"path": p, "n": n, "seconds": 1.0} for p in ("sdpa", "chunked") for n in (2048, 8192)],
+        "training": _training_rows(10.0, 10.2, 10.5, linear=20.0),
+    }
+    without = {
+        **report,
+        "steps": [r for r in steps if r["model"] != "linear_attention"],
+        "training": [r for r in report["training"] if r["model"] != "linear_attention"],
+    }
+    table = bench_script.targets_table(report)
+    assert table == bench_script.targets_table(without)
+    assert "| Aaren step / lean Transformer step, N=128, batch 1 <= 0.5x | 0.250x | met |" in table
+    assert "linear" not in table.lower()
 
 
 def test_quick_is_a_few_sizes_one_round_and_leaves_the_committed_bench_alone(bench_script) -> None:

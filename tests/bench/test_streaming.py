@@ -7,9 +7,10 @@ import torch
 
 from recurrent_attention.bench.streaming import state_at_context, step_timings, stream_step
 from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.models.linear_attention import LinearTransformer
 
 
-@pytest.mark.parametrize("cls", [Transformer, Aaren])
+@pytest.mark.parametrize("cls", [Transformer, Aaren, LinearTransformer])
 def test_state_at_context_has_the_shapes_of_a_real_state(cls: type) -> None:
     torch.manual_seed(0)
     model = cls(16, 4, 2, 32, dropout=0.0).eval()
@@ -30,18 +31,23 @@ def test_step_timings_skip_states_over_the_cap() -> None:
     models = {
         "transformer": Transformer(16, 4, 1, 32, dropout=0.0),
         "aaren": Aaren(16, 4, 1, 32, dropout=0.0),
+        "linear_attention": LinearTransformer(16, 4, 1, 32, dropout=0.0),
     }
     rows = step_timings(
         models, contexts=[8, 4096], batches=[1], max_state_bytes=2**16, max_steps=60, rounds=2, budget_s=0.05
     )
     by_key = {(r.model, r.n): r for r in rows}
     # one row per cell, whatever the number of rounds; the torch.cat Transformer only where it ran
-    assert len(rows) == len(by_key) == 5
+    assert len(rows) == len(by_key) == 7
     assert by_key[("transformer", 4096)].us_per_token is None
     assert "skipped" in by_key[("transformer", 4096)].note
-    assert all(by_key[("aaren", n)].us_per_token > 0 for n in (8, 4096))
+    assert all(
+        by_key[(name, n)].us_per_token > 0 for name in ("aaren", "linear_attention") for n in (8, 4096)
+    )
     assert by_key[("transformer", 8)].us_per_token > 0
     assert by_key[("transformer_cat", 8)].us_per_token > 0
+    # linear attention's (S, z): 4 heads of d_head x d_head plus d_head float32s, whatever N
+    assert {by_key[("linear_attention", n)].state_bytes for n in (8, 4096)} == {4 * (4 * 4 + 4) * 4}
 
 
 @pytest.mark.slow

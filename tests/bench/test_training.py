@@ -22,9 +22,9 @@ def _timed_steps(timings: list) -> list[int]:
 
 
 def test_a_fast_family_keeps_stepping_until_the_time_floor() -> None:
-    quick = family_timings("ef", "ef/sin", steps=2)
+    quick = family_timings("ef", "ef/sin", steps=2, models=training.AAREN_PAIR)
     assert _timed_steps(quick) == [2, 2]
-    longer = family_timings("ef", "ef/sin", steps=2, min_seconds=1.0)
+    longer = family_timings("ef", "ef/sin", steps=2, min_seconds=1.0, models=training.AAREN_PAIR)
     counts = _timed_steps(longer)
     assert counts[0] == counts[1] > 2
     assert all(t.steps_per_s > 0 for t in quick + longer)
@@ -71,10 +71,12 @@ def test_without_token_mixing_each_output_depends_on_its_own_token_only() -> Non
     assert reach[0] > 1e-4 and (reach[1:] == 0).all()
 
 
-def test_the_ceiling_model_takes_its_turn_on_the_same_batches() -> None:
+def test_every_bench_backbone_and_the_ceiling_take_turns_on_the_same_batches() -> None:
+    """`make bench` times linear attention beside Aaren and the Transformer (issue 49)."""
     timings = family_timings("ef", "ef/sin", steps=2, ceiling=True)
-    assert [t.model for t in timings] == [*training.MODELS, NO_MIXING]
-    assert _timed_steps(timings) == [2, 2, 2]
+    assert [t.model for t in timings] == ["transformer", "aaren", "linear_attention", NO_MIXING]
+    assert _timed_steps(timings) == [2, 2, 2, 2]
+    assert all(t.steps_per_s > 0 for t in timings)
 
 
 def test_training_timings_measure_the_families_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,6 +99,7 @@ def test_other_sizes_warm_up_and_clock_as_asked(tmp_path: Path) -> None:
         overrides=["preset=smoke", f"task.datamodule.path={data}"],
         warmup=3,
         clock=lambda: float(next(ticks)),
+        models=training.AAREN_PAIR,
     )
     assert _timed_steps(timings) == [2, 2]
     assert all("d_model 16" in t.shape and t.steps_per_s == 1.0 for t in timings)

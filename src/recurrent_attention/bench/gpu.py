@@ -22,8 +22,8 @@ import torch
 from recurrent_attention.bench.attention import as_rows as operator_rows
 from recurrent_attention.bench.attention import operator_timings
 from recurrent_attention.bench.timing import time_call
+from recurrent_attention.bench.training import AAREN_PAIR, family_timings
 from recurrent_attention.bench.training import as_rows as training_rows
-from recurrent_attention.bench.training import family_timings
 from recurrent_attention.models import Aaren, Transformer
 
 OPERATOR_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -64,7 +64,13 @@ def training_part(device: str, steps: int, overrides_extra: tuple[str, ...] = ()
     rows = []
     for family, (task, overrides) in TRAINING_TASKS.items():
         timings = family_timings(
-            family, task, steps, overrides=(*overrides, *overrides_extra), warmup=3, device=device
+            family,
+            task,
+            steps,
+            overrides=(*overrides, *overrides_extra),
+            warmup=3,
+            device=device,
+            models=AAREN_PAIR,
         )
         rows += training_rows(timings)
     return rows

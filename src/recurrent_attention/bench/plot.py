@@ -1,5 +1,6 @@
 """The efficiency benchmark's PNGs: operator time, per-token step cost, state size, training rate
-(bench.png), and Aaren's Figure 5 as measured here (figure5.png)."""
+(bench.png: Aaren's bars, linear attention's marks where the report has it), and Aaren's Figure 5 as
+measured here (figure5.png)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,17 @@ def plot_bench(report: dict, path: str | Path) -> Path:
             color="black",
             zorder=3,
             label="ceiling: Aaren without token mixing",
+        )
+    linear = aaren_speedups(report["training"], "linear_attention")
+    linear = {f: r for f, r in linear.items() if r is not None}
+    if linear:
+        axes[3].scatter(
+            list(linear),
+            list(linear.values()),
+            marker="x",
+            color="tab:blue",
+            zorder=3,
+            label="linear attention / Transformer",
         )
     axes[3].axhline(
         TARGET_SPEEDUP, color="black", linestyle="--", linewidth=1, label=f"target: {TARGET_SPEEDUP}x"

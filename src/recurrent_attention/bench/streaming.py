@@ -1,11 +1,12 @@
 """Per-token inference cost at a given context length, for each backbone's deployed step (Aaren §4.5).
 
-The cost of one step depends only on the shapes in the state (a KV cache of N tokens, or Aaren's
-constant ``(m, u, w)``), not on the numbers in it, so the state at context N is filled with random
-contents of the right shape instead of streaming N tokens first (16384 tokens at batch 64 would
-take the Transformer hours on a CPU). Then the step (:func:`~recurrent_attention.deploy.fast_stepper`'s,
-and the Transformer's own, whose cache grows by concatenation, as an extra column) runs token after
-token from there, state carried, and the fastest step is kept (see :func:`fastest_seconds_per_step`).
+The cost of one step depends only on the shapes in the state (a KV cache of N tokens, or the
+constant ``(m, u, w)`` of Aaren and ``(S, z)`` of linear attention), not on the numbers in it, so
+the state at context N is filled with random contents of the right shape instead of streaming N
+tokens first (16384 tokens at batch 64 would take the Transformer hours on a CPU). Then the step
+(:func:`~recurrent_attention.deploy.fast_stepper`'s, and the Transformer's own, whose cache grows by
+concatenation, as an extra column) runs token after token from there, state carried, and the
+fastest step is kept (see :func:`fastest_seconds_per_step`).
 :func:`check_and_time` does the same for one exported step against its eager form, after checking
 that the two agree token after token (``scripts/export_step.py``).
 """
@@ -25,6 +26,7 @@ from recurrent_attention.deploy.kv_cache import with_capacity
 from recurrent_attention.deploy.onnx_aaren import OnnxStream
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone, State
+from recurrent_attention.models.linear_attention import LinearState, LinearTransformer
 from recurrent_attention.models.transformer import KVCache, Transformer
 from recurrent_attention.ops import ScanState
 
@@ -69,6 +71,15 @@ def state_at_context(model: Backbone, n: int, batch: int, seed: int = 0) -> Stat
                 torch.randn(s.m.shape, generator=gen) * 3,
                 1 + torch.rand(s.u.shape, generator=gen) * n,
                 torch.randn(s.w.shape, generator=gen) * n**0.5,
+            )
+            for s in empty
+        ]
+    if isinstance(model, LinearTransformer):
+        # sums over n tokens: of phi(k_j) v_j^T (signed) and of the positive features phi(k_j)
+        return [
+            LinearState(
+                torch.randn(s.s.shape, generator=gen) * n**0.5,
+                1 + torch.rand(s.z.shape, generator=gen) * n,
             )
             for s in empty
         ]

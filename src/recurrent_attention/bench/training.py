@@ -4,11 +4,12 @@ overrides, e.g. the paper's sizes), with its real data.
 The configuration is composed as ``train.py`` composes it (``task=<family>/<dataset> model=<m>
 preset=cpu``), and the real datamodule and task modules are built. One optimiser step is the
 module's ``training_step`` on a real batch, ``backward``, gradient clipping where the task sets it,
-and the optimiser's step (what Lightning's loop runs, without its bookkeeping). The two backbones
-take turns on the same batches (alternating which goes first), so a machine shared with other
-work slows both alike; the rate is one over the median step time.
+and the optimiser's step (what Lightning's loop runs, without its bookkeeping). The backbones
+(:data:`MODELS`: the Transformer, Aaren and causal linear attention, Aaren's closest relative) take
+turns on the same batches (alternating the order), so a machine shared with other work slows all
+alike; the rate is one over the median step time.
 
-A third model takes its turn beside them: Aaren with its token mixing removed (each token's output is
+One more model takes its turn beside them: Aaren with its token mixing removed (each token's output is
 its own values; the projections, feed-forward blocks, head and optimiser are untouched). No attention
 mechanism can make a step cheaper than that, so its rate over the Transformer's is the ceiling of
 Aaren's speedup in a family: where the ceiling is under the target, the target is out of reach of any
@@ -39,7 +40,7 @@ from recurrent_attention.tasks import register_families
 
 # One dataset per family whose files ship in the shared mirror (a small one where there is a choice);
 # for rl, the self-collected Hopper data `make rl-data` writes (`make bench` runs it when the file is
-# missing). Video is left out: its models are TimeSformer and CR-ViT, not these two.
+# missing). Video is left out: its models are TimeSformer and CR-ViT, not these backbones.
 FAMILY_TASKS = {
     "tsf": "tsf/etth1",
     "tsc": "tsc/handwriting",
@@ -47,7 +48,11 @@ FAMILY_TASKS = {
     "lm": "lm/ptb",
     "rl": "rl/hopper_selfcollected",
 }
-MODELS = ("transformer", "aaren")
+# The pair the issue-12/27 targets compare (and that bench/gpu.py and scripts/bench_rl_update.py time).
+AAREN_PAIR = ("transformer", "aaren")
+# `make bench`'s backbones: the pair and causal linear attention, whose ratio to the Transformer is
+# reported beside Aaren's (no target).
+MODELS = (*AAREN_PAIR, "linear_attention")
 # Aaren without token mixing: the bound on what any attention could gain (module docstring).
 NO_MIXING = "aaren_no_mixing"
 # Issue 27: Aaren's training steps/s at least this many times the Transformer's, in every family.
@@ -136,8 +141,9 @@ def family_timings(
     clock: Callable[[], float] = time.perf_counter,
     ceiling: bool = False,
     device: str = "cpu",
+    models: Sequence[str] = MODELS,
 ) -> list[TrainingTiming]:
-    """Both backbones (and, with ``ceiling``, :data:`NO_MIXING`) on shared batches of ``task`` (after
+    """Each of ``models`` (and, with ``ceiling``, :data:`NO_MIXING`) on shared batches of ``task`` (after
     ``warmup`` untimed ones): at least ``steps`` each, and more until the timed steps add up to
     ``min_seconds`` (a fast family's median then rests on hundreds of steps, not on a fraction of a
     second of a shared machine). ``overrides`` are
@@ -145,12 +151,14 @@ def family_timings(
     ``clock`` measures a step: wall time by default; ``time.thread_time`` counts only this thread's
     CPU time, which on a machine other jobs share is closer to what the step costs alone.
     ``device="cuda"`` times the GPU's steps (bench/gpu.py), batches moved there first."""
-    configs = {model: _config(task, model, overrides) for model in MODELS}
-    datamodule = instantiate(configs["aaren"].task.datamodule)
+    configs = {model: _config(task, model, overrides) for model in models}
+    first = configs[models[0]]  # the task's data and sizes, the same for every model
+    datamodule = instantiate(first.task.datamodule)
     datamodule.setup("fit")
     trainees = {model: _Trainee(cfg, device=device) for model, cfg in configs.items()}
     if ceiling:
-        trainees[NO_MIXING] = _Trainee(configs["aaren"], mixing=False, device=device)
+        unmixed = configs.get("aaren") or _config(task, "aaren", overrides)
+        trainees[NO_MIXING] = _Trainee(unmixed, mixing=False, device=device)
     seconds: dict[str, list[float]] = {model: [] for model in trainees}
     timed = 0.0
     with warnings.catch_warnings():
@@ -165,10 +173,10 @@ def family_timings(
                 if index >= warmup:
                     seconds[model].append(elapsed)
                     timed += elapsed
-    m = configs["aaren"].model
+    m = first.model
     shape = (
-        f"batch {configs['aaren'].task.batch_size}, d_model {m.d_model}, {m.n_heads} heads, "
-        f"{m.n_layers} layers, {len(seconds['aaren'])} steps"
+        f"batch {first.task.batch_size}, d_model {m.d_model}, {m.n_heads} heads, "
+        f"{m.n_layers} layers, {len(seconds[models[0]])} steps"
     )
     return [
         TrainingTiming(family, task, model, 1.0 / sorted(t)[len(t) // 2], shape)
@@ -206,7 +214,7 @@ def as_rows(timings: list[TrainingTiming]) -> list[dict]:
 def aaren_speedups(rows: list[dict], model: str = "aaren") -> dict[str, float | None]:
     """``model``'s training steps/s over the Transformer's, per family (None where either was skipped
     or not timed): for Aaren, the figure the issue-12 target and the plot both read; for
-    :data:`NO_MIXING`, the ceiling of that figure."""
+    :data:`NO_MIXING`, the ceiling of that figure; for ``linear_attention``, its own beside Aaren's."""
     rates = {(r["family"], r["model"]): r["steps_per_s"] for r in rows}
     speedups = {}
     for family in sorted({f for f, _ in rates}):

@@ -33,6 +33,7 @@ TINY = [
         ("timesformer", ["task.compat=reference"]),
         ("cr_vit", []),
         ("cr_vit", ["model.time_mixer=aaren", "model.rnn=ncgru"]),
+        ("timesformer", ["model.time_mixer=linear"]),
     ],
 )
 def test_smoke_run(train_runner, release_folder: Path, tmp_path: Path, model: str, extra: list[str]) -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from recurrent_attention.tasks.video.blocks import DividedBlock
+from recurrent_attention.tasks.video.blocks import CAUSAL_MIXERS, DividedBlock
 from recurrent_attention.tasks.video.encoders import CRViT, TimeSformer
 
 D, HEADS, S, T, B = 8, 2, 4, 3, 2
@@ -99,22 +99,27 @@ def test_temporal_fc_is_zero_initialised() -> None:
         assert blk.temporal_fc.weight.abs().sum() == 0 and blk.temporal_fc.bias.abs().sum() == 0
 
 
-def causal_timesformer(n_frames: int = 3) -> TimeSformer:
+def test_the_causal_mixers_are_aaren_and_linear_attention() -> None:
+    assert set(CAUSAL_MIXERS) == {"aaren", "linear"}
+
+
+def causal_timesformer(mixer: str, n_frames: int = 3) -> TimeSformer:
     torch.manual_seed(0)
     model = TimeSformer(
         img_size=16, patch_size=8, n_frames=n_frames, d_model=D, n_layers=2, n_heads=HEADS, d_ff=16,
-        time_mixer="aaren",
+        time_mixer=mixer,
     )  # fmt: skip
     for p in model.parameters():  # every part, temporal_fc and time embedding included, has a say
         torch.nn.init.normal_(p, std=0.3)
     return model.double().eval()
 
 
+@pytest.mark.parametrize("mixer", CAUSAL_MIXERS)
 @pytest.mark.parametrize("changed", [0, 2, 4])
-def test_aaren_mode_is_causal_over_the_whole_network(changed: int) -> None:
+def test_a_causal_mixer_makes_the_whole_network_causal(changed: int, mixer: str) -> None:
     """Perturb frame ``changed`` of 5 (the time embedding holds 3): every output before it stays
     bit for bit, after the last block and the final norm; its own outputs move."""
-    model = causal_timesformer()
+    model = causal_timesformer(mixer)
     video = torch.randn(2, 3, 5, 16, 16, dtype=torch.float64)
     other = video.clone()
     other[:, :, changed] += 1.0
@@ -128,8 +133,9 @@ def test_aaren_mode_is_causal_over_the_whole_network(changed: int) -> None:
     torch.testing.assert_close(model(video)[0], features_a[:, -1])
 
 
-def test_step_equals_the_parallel_pass_with_a_state_of_constant_size() -> None:
-    model = causal_timesformer()
+@pytest.mark.parametrize("mixer", CAUSAL_MIXERS)
+def test_step_equals_the_parallel_pass_with_a_state_of_constant_size(mixer: str) -> None:
+    model = causal_timesformer(mixer)
     video = torch.randn(2, 3, 5, 16, 16, dtype=torch.float64)
     expected = model.frame_features(video)
     state = model.init_state(2, video)
@@ -141,16 +147,15 @@ def test_step_equals_the_parallel_pass_with_a_state_of_constant_size() -> None:
     assert len(set(sizes)) == 1 and state.frames == 5
 
 
-@pytest.mark.parametrize(("cls", "mixer"), [(TimeSformer, "softmax"), (CRViT, "aaren")])
+@pytest.mark.parametrize(("cls", "mixer"), [(TimeSformer, "softmax"), (CRViT, "aaren"), (CRViT, "linear")])
 def test_only_the_causal_timesformer_steps(cls: type, mixer: str) -> None:
     model = cls(
         img_size=16, patch_size=8, n_frames=2, d_model=D, n_layers=1, n_heads=HEADS, d_ff=16, time_mixer=mixer
     )
-    with pytest.raises(
-        ValueError, match=r"model=timesformer model\.time_mixer=aaren|needs model\.time_mixer=aaren"
-    ):
+    causal = r"a causal time mixer \(aaren, linear\) as model\.time_mixer"
+    with pytest.raises(ValueError, match=causal):
         model.init_state(1, torch.zeros(1))
-    with pytest.raises(ValueError, match="time_mixer=aaren"):
+    with pytest.raises(ValueError, match=causal):
         model.frame_features(torch.zeros(1, 3, 2, 16, 16))
 
 

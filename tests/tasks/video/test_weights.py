@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from recurrent_attention.data import DataError
+from recurrent_attention.tasks.video.blocks import CAUSAL_MIXERS
 from recurrent_attention.tasks.video.encoders import CRViT, TimeSformer
 
 D, DEPTH, HEADS, PATCH = 16, 2, 2, 8
@@ -108,15 +109,16 @@ def test_timm_vit_initialises_time_attention_from_space(tmp_path: Path) -> None:
     torch.testing.assert_close(ours["pos_embed"][0, 0], state["pos_embed"][0, 0])
 
 
-def test_crvit_and_aaren_mixer_load_the_same_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mixer", CAUSAL_MIXERS)
+def test_crvit_and_a_causal_mixer_load_the_same_checkpoint(tmp_path: Path, mixer: str) -> None:
     state = timesformer_state(grid=4, frames=4)
     path = save_pyth(tmp_path / "k400.pyth", state)
     crvit = build(CRViT, n_frames=4, pretrained=str(path))
     torch.testing.assert_close(
         crvit.state_dict()["blocks.0.temporal_attn.qkv.weight"], state["blocks.0.temporal_attn.qkv.weight"]
     )
-    aaren = build(n_frames=4, time_mixer="aaren", pretrained=str(path))
-    ours = aaren.state_dict()
+    causal = build(n_frames=4, time_mixer=mixer, pretrained=str(path))
+    ours = causal.state_dict()
     torch.testing.assert_close(
         ours["blocks.1.temporal_attn.attn.proj.qkv.weight"], state["blocks.1.temporal_attn.qkv.weight"]
     )

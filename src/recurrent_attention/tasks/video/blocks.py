@@ -13,22 +13,37 @@ Module and parameter names follow the official ones (``blocks.0.temporal_attn.qk
 :mod:`~recurrent_attention.tasks.video.weights` maps checkpoints key for key.
 
 The time mixer (``time_mixer``) is where recurrence can live (docs/design.md): ``softmax`` is the
-official bidirectional attention over the frames; ``aaren`` is the project's Aaren attention
-(:class:`~recurrent_attention.models.aaren.AarenAttention`), causal over the frames
-(:class:`CausalTimeAttention`, which also steps one frame at a time). The encoders built from these
-blocks are in :mod:`~recurrent_attention.tasks.video.encoders`.
+official bidirectional attention over the frames; the others (:data:`CAUSAL_MIXERS`: ``aaren``, the
+project's :class:`~recurrent_attention.models.aaren.AarenAttention`, and ``linear``, causal
+:class:`~recurrent_attention.models.linear_attention.LinearAttention`) are token mixers of the
+sequence backbones, causal over the frames (:class:`CausalTimeAttention`, which also steps one frame
+at a time). Any mixer with the ``LayerStack`` mixer interface fits there: ``forward(x, state) ->
+(out, state)``, ``step``, ``init_state(batch, device, dtype)`` and a ``proj``
+(:class:`~recurrent_attention.models.blocks.HeadProjections`) whose fused ``qkv`` and ``out_proj``
+take the pretrained time attention's weights. The encoders built from these blocks are in
+:mod:`~recurrent_attention.tasks.video.encoders`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from recurrent_attention.models.aaren import AarenAttention
-from recurrent_attention.ops import ScanState
+from recurrent_attention.models.base import State
+from recurrent_attention.models.linear_attention import LinearAttention
 
-TIME_MIXERS = ("softmax", "aaren")
+# The causal time mixers by name: each a constructor ``(dim, n_heads)`` of a LayerStack token mixer.
+# Aaren's scan path: a clip's few frames are one short sequence per patch location.
+CAUSAL_MIXERS: dict[str, Callable[[int, int], nn.Module]] = {
+    "aaren": partial(AarenAttention, path="scan"),
+    "linear": LinearAttention,
+}
+TIME_MIXERS = ("softmax", *CAUSAL_MIXERS)
 
 
 class DropPath(nn.Module):
@@ -84,21 +99,22 @@ class Attention(nn.Module):
 
 
 class CausalTimeAttention(nn.Module):
-    """Aaren over the frames (causal); extra context tokens go first, so every frame sees them."""
+    """A causal token mixer ``attn`` over the frames; extra context tokens go first, so every frame
+    sees them."""
 
-    def __init__(self, dim: int, n_heads: int) -> None:
+    def __init__(self, attn: nn.Module) -> None:
         super().__init__()
-        self.attn = AarenAttention(dim, n_heads, path="scan")
+        self.attn = attn
 
     def forward(self, x: Tensor, context: Tensor | None = None) -> Tensor:
         tokens = x if context is None else torch.cat([context, x], dim=1)
         out, _ = self.attn(tokens)
         return out[:, -x.shape[1] :]
 
-    def init_state(self, rows: int, like: Tensor) -> ScanState:
+    def init_state(self, rows: int, like: Tensor) -> State:
         return self.attn.init_state(rows, like.device, like.dtype)
 
-    def step(self, x_t: Tensor, state: ScanState) -> tuple[Tensor, ScanState]:
+    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
         """One frame ``(N, D)`` for each of ``N`` patch locations; equals :meth:`forward`'s row."""
         return self.attn.step(x_t, state)
 
@@ -130,7 +146,7 @@ class DividedBlock(nn.Module):
         self.temporal_attn: nn.Module = (
             Attention(dim, n_heads, qkv_bias, attn_dropout)
             if time_mixer == "softmax"
-            else CausalTimeAttention(dim, n_heads)
+            else CausalTimeAttention(CAUSAL_MIXERS[time_mixer](dim, n_heads))
         )
         self.temporal_fc = nn.Linear(dim, dim)
         self.norm1 = nn.LayerNorm(dim, eps=eps)
@@ -151,7 +167,7 @@ class DividedBlock(nn.Module):
         patches = patches + self.temporal_fc(self.drop_path(mixed)).reshape(B, S, T, D)
         return self.space_and_mlp(cls, patches)
 
-    def step(self, cls: Tensor, patches: Tensor, state: ScanState) -> tuple[Tensor, Tensor, ScanState]:
+    def step(self, cls: Tensor, patches: Tensor, state: State) -> tuple[Tensor, Tensor, State]:
         """One frame (inference): ``cls (B, 1, D)``, ``patches (B, S, 1, D)``, the time mixer's state."""
         B, S, _, D = patches.shape
         mixed, state = self.temporal_attn.step(self.temporal_norm1(patches.reshape(B * S, D)), state)

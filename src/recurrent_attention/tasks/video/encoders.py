@@ -6,15 +6,16 @@ the same length out, ``step`` per token): a clip goes in and class-token feature
 entry per iteration. Built from :mod:`~recurrent_attention.tasks.video.blocks`; the features are
 the final LayerNorm of the class token.
 
-Causal mode (``time_mixer=aaren``). Causal mixing alone does not make the network causal: the
-official class token is averaged over all frames in every block and re-enters each frame's space
-attention. So with ``aaren`` every frame keeps its own class token (same parameters: learned token
-plus its position), which meets only its own frame's patches; the per-frame class features (after
-the final LayerNorm) are averaged over the frames seen so far only at the output. Frames past
-``n_frames`` reuse the last time embedding (resizing it would move earlier frames). Every output at
-frame ``t`` then depends on frames up to ``t`` only, and :meth:`TimeSformer.step` runs the network
-one frame at a time with a state of constant size (Aaren's ``(m, u, w)`` per block, patch location
-and head, plus the running sum of the class features), equal to the parallel pass.
+Causal mode (a causal time mixer: ``time_mixer=aaren`` or ``linear``). Causal mixing alone does not
+make the network causal: the official class token is averaged over all frames in every block and
+re-enters each frame's space attention. So with a causal mixer every frame keeps its own class
+token (same parameters: learned token plus its position), which meets only its own frame's patches;
+the per-frame class features (after the final LayerNorm) are averaged over the frames seen so far
+only at the output. Frames past ``n_frames`` reuse the last time embedding (resizing it would move
+earlier frames). Every output at frame ``t`` then depends on frames up to ``t`` only, and
+:meth:`TimeSformer.step` runs the network one frame at a time with a state of constant size (the
+mixer's: Aaren's ``(m, u, w)`` or linear attention's ``(S, z)``, per block, patch location and
+head, plus the running sum of the class features), equal to the parallel pass.
 
 CR-ViT (CRT paper section 5.3) runs the network ``iterations`` times per video. Iteration 1 sees a
 zero memory; the memory of the next iteration is the last hidden state of an RNN (GRU or NCGRU)
@@ -33,13 +34,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from recurrent_attention.models.base import State
 from recurrent_attention.models.ncgru import make_rnn
-from recurrent_attention.ops import ScanState
-from recurrent_attention.tasks.video.blocks import DividedBlock, PatchEmbed
+from recurrent_attention.tasks.video.blocks import CAUSAL_MIXERS, DividedBlock, PatchEmbed
 from recurrent_attention.tasks.video.weights import load_pretrained
 
 FRAME_SPLITS = ("split", "repeat")
 MEMORY_INPUTS = ("frames", "patches")
+# What the messages of a form only a causal time mixer has name: "a causal time mixer (aaren, linear)".
+CAUSAL = f"a causal time mixer ({', '.join(CAUSAL_MIXERS)})"
 
 
 @runtime_checkable
@@ -62,7 +65,7 @@ class FrameState(NamedTuple):
     """What :meth:`TimeSformer.step` carries between frames; its size does not grow with them."""
 
     frames: int  # frames seen
-    blocks: list[ScanState]  # each block's time-mixer state, per patch location and head
+    blocks: list[State]  # each block's time-mixer state, per patch location and head
     feature_sum: Tensor  # (B, d_model): the class features summed over the frames seen
 
 
@@ -96,7 +99,7 @@ class TimeSformer(nn.Module):
         super().__init__()
         if img_size % patch_size:
             raise ValueError(f"the crop ({img_size}) must be a multiple of model.patch_size={patch_size}")
-        self.d_model, self.n_frames, self.causal = d_model, n_frames, time_mixer == "aaren"
+        self.d_model, self.n_frames, self.causal = d_model, n_frames, time_mixer != "softmax"
         self.grid = img_size // patch_size
         self.patch_embed = PatchEmbed(patch_size, d_model)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model))
@@ -200,7 +203,9 @@ class TimeSformer(nn.Module):
 
     def _require_causal(self, what: str) -> None:
         if not self.causal:
-            raise ValueError(f"{what} needs model.time_mixer=aaren: the softmax time mixer sees every frame")
+            raise ValueError(
+                f"{what} needs {CAUSAL} as model.time_mixer: the softmax time mixer sees every frame"
+            )
 
 
 class CRViT(TimeSformer):
@@ -256,7 +261,7 @@ class CRViT(TimeSformer):
     def _require_causal(self, what: str) -> None:
         raise ValueError(
             f"{what}: CR-ViT has no frame-by-frame form (iteration 2 starts from iteration 1's memory); "
-            "model=timesformer model.time_mixer=aaren streams"
+            f"model=timesformer with {CAUSAL} as model.time_mixer streams"
         )
 
     def make_memory(self, patches: Tensor) -> Tensor:

@@ -15,8 +15,9 @@ Layouts read (facts from TimeSformer's ``helpers.load_state_dict`` / ``load_pret
 
 Either way the classifier ``head.*`` is left out (the task has its own classes), the spatial
 position embedding is nearest-resized on its grid when the crop differs and the time embedding is
-nearest-resized when the clip length differs. With ``time_mixer=aaren`` the fused ``qkv`` is split
-into Aaren's query/key/value projections (Aaren's learned query stays random).
+nearest-resized when the clip length differs. With a causal time mixer (``time_mixer=aaren`` or
+``linear``) the fused ``qkv`` and ``proj`` become the mixer's ``proj.qkv`` and ``proj.out_proj`` (the
+same fused q/k/v layout; Aaren's learned query stays random).
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def _resize_positions(pos_embed: Tensor, grid: int) -> Tensor:
     return torch.cat([cls, resized], dim=1)
 
 
-def _qkv_for_aaren(state: StateDict) -> StateDict:
-    """``temporal_attn.qkv``/``proj`` -> Aaren's ``qkv``/``out_proj`` (the same fused q/k/v layout)."""
+def _qkv_for_causal_mixer(state: StateDict) -> StateDict:
+    """``temporal_attn.qkv``/``proj`` -> a causal mixer's ``proj.qkv``/``proj.out_proj`` (the same
+    fused q/k/v layout)."""
     out: StateDict = {}
     for key, value in state.items():
         if ".temporal_attn.qkv." in key:
@@ -102,8 +104,8 @@ def to_model_layout(state: StateDict, model: nn.Module) -> StateDict:
         state["pos_embed"] = _resize_positions(state["pos_embed"], model.grid)
     if "time_embed" in state and state["time_embed"].shape != model.time_embed.shape:
         state["time_embed"] = _nearest(state["time_embed"], model.time_embed.shape[1])
-    if any(k.endswith("temporal_attn.attn.query") for k in model.state_dict()):
-        state = _qkv_for_aaren(state)
+    if any(k.endswith("temporal_attn.attn.proj.qkv.weight") for k in model.state_dict()):
+        state = _qkv_for_causal_mixer(state)
     return state
 
 
