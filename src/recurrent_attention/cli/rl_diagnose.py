@@ -7,8 +7,9 @@ and held-out episodes (:mod:`recurrent_attention.tasks.rl.diagnose`), then tabul
 
 ``run`` composes ``train.py``'s config from ``--overrides`` (default: the CPU-budget table's
 ``experiment=aaren/rl_hopper_sac task=rl/hopper_medium_replay_sac``) plus each model, learning rate
-and seed, and writes ``<out>/<model>-lr<lr>-seed<seed>.json``; a run whose JSON exists is skipped,
-so a killed sweep resumes at the run it was in. ``report`` writes ``diagnose.md`` and ``curves.png``.
+and seed, and writes ``<out>/<model>-lr<lr>-seed<seed>.json`` (and ``.pt``: the trained model's
+state dict); a run whose JSON exists is skipped, so a killed sweep resumes at the run it was in.
+``report`` writes ``diagnose.md`` and ``curves.png``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def _run(args: argparse.Namespace) -> int:
                 overrides = [*args.overrides, f"model={model}", f"task.lr={lr}", f"seed={seed}", "~logger"]
                 with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
                     cfg = compose("train", overrides=overrides)
-                record = diagnose(cfg, run, args.held_out_every, args.every, args.targets)
+                weights = args.out / f"{run.name}.pt"
+                record = diagnose(cfg, run, args.held_out_every, args.every, args.targets, weights)
                 record["overrides"] = overrides
                 atomic_write_text(path, json.dumps(record, indent=1))
                 print(f"{path}: written ({record['wall_s']:.0f} s)")
@@ -102,6 +104,15 @@ def _mean_std(values: Sequence[float], digits: int) -> str:
     return f"{values.mean():.{digits}f} ± {values.std(ddof=1):.{digits}f}"
 
 
+def _sensitivities(runs: list[dict]) -> list[float]:
+    """Each run's last held-out return sensitivity (runs recorded before it was measured have none)."""
+    return [
+        r["action_error"][-1]["return_sensitivity"]
+        for r in runs
+        if "return_sensitivity" in r["action_error"][-1]
+    ]
+
+
 def summary_rows(records: list[dict]) -> list[str]:
     """One markdown row per model and learning rate over its seeds: the offline fit (final training
     loss and held-out action error) beside the closed-loop score, taken over every window evaluation
@@ -118,7 +129,8 @@ def summary_rows(records: list[dict]) -> list[str]:
             f"| {_mean_std([np.mean(r['losses'][-100:]) for r in runs], 4)} "
             f"| {_mean_std([r['action_error'][-1]['held_out_mse'] for r in runs], 4)} "
             f"| {_mean_std(late, 1) if late else ''} ({len(late)}) | {falls}/{len(late)} "
-            f"| {_mean_std([r['periodic'][-1]['score'] for r in runs if r['periodic']], 1)} |"
+            f"| {_mean_std([r['periodic'][-1]['score'] for r in runs if r['periodic']], 1)} "
+            f"| {_mean_std(sensitivity, 4) if (sensitivity := _sensitivities(runs)) else 'n/a'} |"
         )
     return rows
 
@@ -135,8 +147,8 @@ def _report(args: argparse.Namespace) -> int:
         f"# Decision Transformer diagnostics on {Path(first['data']['path']).name}",
         "",
         "| model | lr | seeds | train loss (last 100) | held-out action MSE | window score, 2nd-half "
-        "evaluations (n) | of those fell | window score, last checkpoint |",
-        "|---|---|---|---|---|---|---|---|",
+        "evaluations (n) | of those fell | window score, last checkpoint | return sensitivity |",
+        "|---|---|---|---|---|---|---|---|---|",
         *summary_rows(records),
         "",
         "Per run:",
@@ -149,6 +161,8 @@ def _report(args: argparse.Namespace) -> int:
         "- Same batches for every model and learning rate at one seed; "
         f"{first['held_out_episodes']} episodes (every {first['held_out_every']}th) held out, "
         f"never trained on; {first['updates']} updates.",
+        "- return sensitivity: the mean squared change of the held-out predicted actions when every "
+        "return-to-go is raised by 1000 (eval mode; read against the action MSE).",
         "- MSE: actions in [-1, 1], eval mode, every K-step window of the held-out episodes / of as many "
         "training episodes; periodic: min-DT's window evaluations during training (D4RL-normalised).",
         f"- device: {first['device']}; commit(s): {', '.join(commits)}",

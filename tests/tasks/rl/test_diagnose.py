@@ -13,7 +13,13 @@ from hydra.utils import instantiate
 
 from recurrent_attention.cli.rl_diagnose import main as rl_diagnose
 from recurrent_attention.tasks.rl.collect import collect_episodes
-from recurrent_attention.tasks.rl.diagnose import SeededBatches, action_mse, split_episodes, tiled_windows
+from recurrent_attention.tasks.rl.diagnose import (
+    SeededBatches,
+    action_mse,
+    return_sensitivity,
+    split_episodes,
+    tiled_windows,
+)
 from recurrent_attention.tasks.rl.formats import read_trajectories, write_d4rl
 from recurrent_attention.tasks.rl.head import DecisionTransformer
 from tests.helpers.backbones import model_config
@@ -93,6 +99,16 @@ def test_action_mse_is_the_training_losss_formula_over_every_window(trajectories
     assert model.training, "measuring leaves the model in the mode it found"
 
 
+def test_return_sensitivity_is_zero_exactly_when_the_return_is_not_read(trajectories) -> None:
+    torch.manual_seed(0)
+    model = DecisionTransformer(instantiate(model_config("transformer").model.backbone), 11, 3).eval()
+    windows = tiled_windows(trajectories[:5], K)
+    assert return_sensitivity(model, windows) > 1e-6
+    with torch.no_grad():  # the return's embedding flat in the return: its value reaches nothing
+        model.embed_return.weight.zero_()
+    assert return_sensitivity(model, windows) == 0.0
+
+
 SMOKE = [
     "task=rl/hopper_medium",
     "preset=smoke",
@@ -120,9 +136,12 @@ def test_the_command_line_runs_reports_and_skips_what_is_done(
         assert record["updates"] == 2 and len(record["losses"]) == 2
         assert [p["step"] for p in record["action_error"]] == [0, 1, 2]
         assert all(p["held_out_mse"] > 0 and p["train_mse"] > 0 for p in record["action_error"])
+        assert all(p["return_sensitivity"] >= 0 for p in record["action_error"])
         assert [p["step"] for p in record["periodic"]] == [1, 2]
         assert [t["target_return"] for t in record["at_targets"]] == [300.0, 900.0]
         assert record["held_out_episodes"] == 3 and record["data"]["episodes"] == 9
+    weights = torch.load(out / "aaren-lr0.0003-seed1.pt")
+    assert "embed_return.weight" in weights and any(key.startswith("backbone.") for key in weights)
     assert rl_diagnose(args) == 0
     assert capsys.readouterr().out.count("done, skipped") == 2
     report = tmp_path / "report"

@@ -13,15 +13,17 @@ evaluations included, with three differences, all recorded in its JSON:
   each), so at one seed every backbone and learning rate sees the same windows in the same order,
   whatever its initialisation and dropout take from torch's generator;
 - every ``every`` updates, the action MSE in eval mode over every ``K``-step window of the held-out
-  episodes and of as many training episodes; at the end, window-mode episodes at other target
-  returns than the task's.
+  episodes and of as many training episodes, and how far the held-out actions follow the return asked
+  for (:func:`return_sensitivity`); at the end, window-mode episodes at other target returns than the
+  task's, and (``weights``) the trained head and backbone's state dict for later questions.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -105,9 +107,14 @@ def tiled_windows(trajectories: list[Trajectory], context_len: int) -> dict[str,
     )
 
 
-def action_mse(model: DecisionTransformer, windows: dict[str, torch.Tensor], chunk: int = 256) -> float:
-    """Mean squared action error over the unmasked steps of ``windows``, in eval mode (the training
-    loss's formula: ``mse_loss(predicted[mask], actions[mask])``)."""
+def _mean_squared_difference(
+    model: DecisionTransformer,
+    windows: dict[str, torch.Tensor],
+    reference: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+    chunk: int,
+) -> float:
+    """Mean over the unmasked steps and action dimensions of ``(predicted - reference)²``, in eval
+    mode without gradients (the model is left in the mode it was found in)."""
     was_training = model.training
     model.eval()
     squared, count = 0.0, 0
@@ -116,10 +123,30 @@ def action_mse(model: DecisionTransformer, windows: dict[str, torch.Tensor], chu
             part = {key: value[first : first + chunk] for key, value in windows.items()}
             predicted = model(part["returns_to_go"], part["states"], part["actions"], part["timesteps"])
             mask = part["mask"]
-            squared += float(((predicted[mask] - part["actions"][mask]) ** 2).sum())
+            squared += float(((predicted[mask] - reference(part)[mask]) ** 2).sum())
             count += int(mask.sum()) * predicted.shape[-1]
     model.train(was_training)
     return squared / count
+
+
+def action_mse(model: DecisionTransformer, windows: dict[str, torch.Tensor], chunk: int = 256) -> float:
+    """Mean squared action error over the unmasked steps of ``windows`` (the training loss's formula:
+    ``mse_loss(predicted[mask], actions[mask])``)."""
+    return _mean_squared_difference(model, windows, lambda part: part["actions"], chunk)
+
+
+def return_sensitivity(
+    model: DecisionTransformer, windows: dict[str, torch.Tensor], raise_by: float = 1000.0, chunk: int = 256
+) -> float:
+    """How much the predicted actions follow the return asked for: the mean squared change of every
+    predicted action when every return-to-go of ``windows`` is raised by ``raise_by`` (one unit of
+    min-DT's ``rtg_scale``), states and actions unchanged. Near 0: a policy that ignores the return
+    and acts as the data's average behaviour; the action MSE is the scale to read it against."""
+
+    def raised(part: dict[str, torch.Tensor]) -> torch.Tensor:
+        return model(part["returns_to_go"] + raise_by, part["states"], part["actions"], part["timesteps"])
+
+    return _mean_squared_difference(model, windows, raised, chunk)
 
 
 class HeldOutData(RLDataModule):
@@ -167,6 +194,7 @@ class ActionErrorCurve(L.Callback):
             {
                 "step": step,
                 "held_out_mse": action_mse(module.model, self.held_out),
+                "return_sensitivity": return_sensitivity(module.model, self.held_out),
                 "train_mse": action_mse(module.model, self.trained),
             }
         )
@@ -197,6 +225,7 @@ def diagnose(
     held_out_every: int = 10,
     every: int = 100,
     targets: Sequence[float] = (),
+    weights: Path | None = None,
 ) -> dict[str, Any]:
     """Train ``cfg`` (its model and learning rate set to ``run``'s) as described above; the record."""
     started, commit = time.perf_counter(), git_commit()  # the code that trains, not the one at the end
@@ -223,6 +252,10 @@ def diagnose(
         callbacks=[curve],
     )
     trainer.fit(module, datamodule=data)
+    if weights is not None:
+        partial = weights.with_suffix(".partial")
+        torch.save(module.model.state_dict(), partial)
+        partial.replace(weights)
     module.eval()
     at_targets = []
     for target in targets:
