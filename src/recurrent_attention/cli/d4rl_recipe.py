@@ -43,6 +43,15 @@ def _datasets(args: argparse.Namespace) -> None:
         print(markdown_row(dataset_stats(path)))
 
 
+def _replay(args: argparse.Namespace) -> None:
+    from recurrent_attention.tasks.rl.dataset_stats import HEADER, dataset_stats, markdown_row
+    from recurrent_attention.tasks.rl.recipe import build_medium_replay
+
+    path = build_medium_replay(args.run, args.out, args.steps)
+    print(HEADER)
+    print(markdown_row(dataset_stats(path)))
+
+
 def _stats(args: argparse.Namespace) -> None:
     from recurrent_attention.tasks.rl.dataset_stats import HEADER, dataset_stats, markdown_row
 
@@ -99,6 +108,20 @@ def parser() -> argparse.ArgumentParser:
     )
     datasets.add_argument("--deterministic", action="store_true", help="mean actions (D4RL sampled them)")
     datasets.set_defaults(handler=_datasets)
+
+    replay = commands.add_parser(
+        "replay",
+        help="medium-replay alone from a run trained to the medium step (e.g. train --total-steps 120000)",
+    )
+    replay.add_argument("--run", required=True, help="the run folder `train` wrote")
+    replay.add_argument("--out", required=True, help="folder for <env>_medium_replay-sac.hdf5")
+    replay.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="transitions of the buffer (default: every step the run trained)",
+    )
+    replay.set_defaults(handler=_replay)
 
     stats = commands.add_parser(
         "stats", help="one markdown row per D4RL-schema file: size, episodes, returns, sha256"

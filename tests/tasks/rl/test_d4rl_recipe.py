@@ -3,6 +3,7 @@ that the time limit ends some), killed and resumed, then its three datasets, rea
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from recurrent_attention.tasks.rl.behaviour import (
 from recurrent_attention.tasks.rl.collect import play_episodes
 from recurrent_attention.tasks.rl.curve import pick_medium, read_curve
 from recurrent_attention.tasks.rl.formats import read_d4rl
-from recurrent_attention.tasks.rl.recipe import COLLECT_SEEDS, build_datasets
+from recurrent_attention.tasks.rl.recipe import COLLECT_SEEDS, build_datasets, build_medium_replay
 
 SETTINGS = BehaviourSettings(
     total_steps=300,
@@ -118,6 +119,22 @@ def test_medium_replay_is_the_buffer_up_to_the_medium_step_in_order(straight, da
     )
     np.testing.assert_array_equal(arrays["terminals"], dones & ~timeouts)
     np.testing.assert_array_equal(arrays["timeouts"], timeouts)
+
+
+def test_a_run_trained_only_to_the_medium_step_writes_the_same_medium_replay(
+    straight, datasets, tmp_path: Path
+) -> None:
+    """SAC's first n transitions do not depend on the run's length: the shortcut is exact."""
+    medium_step = pick_medium(read_curve(straight[0] / "curve.csv"))
+    assert medium_step < SETTINGS.total_steps, "the toy run must go on past its medium step"
+    short = tmp_path / "short"
+    train_behaviour(dataclasses.replace(SETTINGS, total_steps=medium_step), short)
+    path = build_medium_replay(short, tmp_path / "data")
+    assert path.name == "hopper_medium_replay-sac.hdf5"
+    full, alone = read_arrays(datasets["medium_replay"]), read_arrays(path)
+    assert full.keys() == alone.keys()
+    for key in full:
+        np.testing.assert_array_equal(alone[key], full[key], err_msg=key)
 
 
 def test_medium_expert_is_medium_then_as_many_expert_transitions(straight, datasets) -> None:

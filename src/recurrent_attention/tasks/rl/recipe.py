@@ -87,6 +87,31 @@ def _write(path: Path, episodes: list[Episode], names: list[str]) -> Path:
     return path
 
 
+def _replay(run: Path, steps: int) -> list[Episode]:
+    """The first ``steps`` transitions of ``run``'s replay buffer as episodes."""
+    checkpoint = checkpoint_dir(run)
+    if checkpoint is None:
+        raise ValueError(f"{run}: no checkpoint, so no replay buffer for medium-replay")
+    buffer = load_from_pkl(checkpoint / "replay_buffer.pkl")
+    return replay_episodes(buffer, steps, load_policy(snapshot_path(run, steps)).unscale_action)
+
+
+def build_medium_replay(run: str | Path, out: str | Path, steps: int | None = None) -> Path:
+    """``<env>_medium_replay-sac.hdf5`` alone: the first ``steps`` transitions (default: all the run
+    trained) of ``run``'s buffer, which needs no finished 1M-step run when the medium step is known.
+
+    SAC's first ``n`` transitions do not depend on how long the run goes on (its learning rate is
+    constant, and its buffer, sized to the run, never wraps), so a run trained only to the medium
+    step writes the same file as the whole run's :func:`build_datasets` (tested).
+    """
+    run, out = Path(run), Path(out)
+    if not (run / "settings.json").is_file():
+        raise ValueError(f"{run}: not a behaviour run folder (no settings.json)")
+    settings = BehaviourSettings.from_json(run / "settings.json")
+    replay = _replay(run, settings.total_steps if steps is None else steps)
+    return _write(Path(f"{out / settings.env}_medium_replay-sac.hdf5"), replay, ["replay"] * len(replay))
+
+
 def build_datasets(
     run: str | Path,
     out: str | Path,
@@ -105,11 +130,7 @@ def build_datasets(
         raise ValueError(f"{run}: trained {final_step} of {settings.total_steps} steps; finish the run first")
     medium = _policy_episodes(settings, snapshot_path(run, medium_step), "medium", n_steps, deterministic)
     expert = _policy_episodes(settings, snapshot_path(run, final_step), "expert", n_steps, deterministic)
-    checkpoint = checkpoint_dir(run)
-    if checkpoint is None:
-        raise ValueError(f"{run}: no checkpoint, so no replay buffer for medium-replay")
-    buffer = load_from_pkl(checkpoint / "replay_buffer.pkl")
-    replay = replay_episodes(buffer, medium_step, load_policy(snapshot_path(run, medium_step)).unscale_action)
+    replay = _replay(run, medium_step)
     stem = out / settings.env
     return {
         "medium": _write(Path(f"{stem}_medium-sac.hdf5"), medium, ["medium"] * len(medium)),
