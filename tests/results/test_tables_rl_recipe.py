@@ -97,6 +97,9 @@ def test_recipe_table_rows_notes_and_mixed_commits(tmp_path: Path) -> None:
     assert "67.6 ± 1.0" in medium and "Aaren 80.86 ± 4.77" in medium
     replay = next(n for n in table.notes if n.startswith("rl/hopper_medium_replay_sac, DIFFERENT DATA"))
     assert "82.7 ± 7.0" in replay
+    # the medium-replay gap's diagnosis is pointed to where medium-replay is a row, and only there
+    assert any(n.startswith("rl/hopper_medium_replay_sac, Aaren below") for n in table.notes)
+    assert not any("Aaren below" in n for n in tables["rl_sac_cpu_default"].notes)
     assert table.notes[-1].endswith(
         "then make rl-sac (experiment=aaren/rl_hopper_sac: its cpu budget, docs/rl.md)"
     )

@@ -181,7 +181,7 @@ def _plot(records: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
     colours: dict[tuple[str, float], str] = {}
     for r in sorted(records, key=lambda r: (r["model"], -r["lr"], r["seed"])):
         key = (r["model"], r["lr"])
@@ -191,10 +191,17 @@ def _plot(records: list[dict], path: Path) -> None:
         axes[0].plot(_smoothed(r["losses"], 50), colour, ls=style, lw=1, label=label)
         steps = [p["step"] for p in r["action_error"]]
         axes[1].plot(steps, [p["held_out_mse"] for p in r["action_error"]], colour, ls=style, lw=1)
-        axes[2].plot(
-            [p["step"] for p in r["periodic"]], [p["score"] for p in r["periodic"]], colour, ls=style, lw=1
-        )
-    titles = ("training loss (running mean of 50)", "held-out action MSE", "window score during training")
+        periodic_steps = [p["step"] for p in r["periodic"]]
+        axes[2].plot(periodic_steps, [p["score"] for p in r["periodic"]], colour, ls=style, lw=1)
+        if all("return_sensitivity" in p for p in r["action_error"]):
+            sensitivity = [p["return_sensitivity"] for p in r["action_error"]]
+            axes[3].plot(steps, sensitivity, colour, ls=style, lw=1)
+    titles = (
+        "training loss (running mean of 50)",
+        "held-out action MSE",
+        "window score during training",
+        "held-out return sensitivity",
+    )
     for ax, title in zip(axes, titles, strict=True):
         ax.set_title(title)
         ax.set_xlabel("update")

@@ -167,6 +167,19 @@ def different_data_notes(tasks: list[str], reference: pd.DataFrame | None) -> li
     return notes
 
 
+def diagnosis_notes(tasks: list[str]) -> list[str]:
+    """Where a gap between the backbones has been looked into, the table says so beside the rows."""
+    if not any(recipe_key(task) == ("Hopper", "Med-Replay") for task in tasks):
+        return []
+    return [
+        "rl/hopper_medium_replay_sac, Aaren below the Transformer: not an offline-fit gap. Trained on the "
+        "same batches, both predict held-out actions equally well; Aaren's actions follow the return "
+        "asked for less, and its policy falls at once, as the file's random warm-up episodes do, in more "
+        'evaluations (scripts/rl_diagnose.py; results/rl_diagnose/diagnose.md; docs/rl.md, "Why Aaren '
+        'trails on medium-replay").'
+    ]
+
+
 def _recipe_command(tasks: list[str], preset: str, compat: str) -> str:
     """``make rl-sac`` for its own budget; other presets are swept by hand (the experiment's sizes
     would override them)."""
@@ -201,6 +214,7 @@ def _recipe_tables(runs: pd.DataFrame, reference_dir: Path | None) -> list[Table
             "policy should beat it on medium_replay and approach the expert part on medium_expert.",
             *([BEST_OF_NOTE] if compat == "reference" else []),
             *different_data_notes(tasks, reference),
+            *diagnosis_notes(tasks),
             *run_notes,
             *override_notes(part, "task"),
             *provenance(part),
