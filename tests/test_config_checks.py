@@ -194,14 +194,26 @@ def test_logger_wandb_runs_offline_without_a_key_or_names_its_extra(tmp_path, mo
     """Installed (make setup): the run finishes offline; a pip install without the extra: one line."""
     from recurrent_attention.config_checks import module_installed
     from tests.conftest import run_train
+    from tests.tasks.tsf.test_data import write_ett_csv
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    proc = run_train(["preset=smoke", "logger=wandb"], tmp_path, check=False)
+    data = tmp_path / "ETTh1.csv"  # an own file: the run needs no data mirror or network
+    write_ett_csv(data, 14400)
+    settings = [
+        "preset=smoke",
+        "logger=wandb",
+        f"task.datamodule.path={data}",
+        "task.pred_len=8",
+        "task.seq_len=16",
+    ]
+    proc = run_train(settings, tmp_path / "out", check=False)
     if module_installed("wandb"):
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert list(tmp_path.rglob("summary.json")) and list(tmp_path.rglob("offline-run-*"))
+        assert list((tmp_path / "out").rglob("summary.json")) and list(
+            (tmp_path / "out").rglob("offline-run-*")
+        )
     else:
-        assert proc.returncode == 2 and not list(tmp_path.rglob("failed.json"))
+        assert proc.returncode == 2 and not list((tmp_path / "out").rglob("failed.json"))
         assert proc.stderr.strip().splitlines()[-1].startswith("error: logger=wandb needs the wandb package")
 
 
