@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from recurrent_attention.tasks.rl.collect import collect_episodes
@@ -19,8 +18,8 @@ from recurrent_attention.tasks.rl.formats import write_d4rl
 from tests.conftest import read_summaries, run_train
 from tests.helpers.backbones import sequence_backbones
 from tests.tasks.ef.test_e2e import write_thp_mirror
-from tests.tasks.lm.test_e2e import _corpus
-from tests.tasks.tsc.conftest import random_problem, write_pair
+from tests.tasks.lm.test_e2e import corpus_files_override
+from tests.tasks.tsc.conftest import write_toy_pair
 from tests.tasks.tsf.test_data import write_ett_csv
 
 pytestmark = pytest.mark.slow
@@ -29,24 +28,13 @@ BACKBONES = sequence_backbones()
 
 
 def tsf(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    path = write_ett_csv_file(tmp_path / "ETTh1.csv")
+    path = tmp_path / "ETTh1.csv"
+    write_ett_csv(path, 14400)
     return ["task=tsf/etth1", f"task.datamodule.path={path}", "task.pred_len=8", "task.seq_len=16"], {}
 
 
-def write_ett_csv_file(path: Path) -> Path:
-    write_ett_csv(path, 14400)
-    return path
-
-
 def tsc(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    rng = np.random.default_rng(0)
-    train, test = write_pair(
-        tmp_path,
-        "Toy",
-        random_problem(rng, 30, 3, (5, 12), 3),
-        random_problem(rng, 12, 3, (5, 12), 3),
-        list("abc"),
-    )
+    train, test = write_toy_pair(tmp_path)
     overrides = [
         "task=tsc/japanesevowels",
         "task.n_channels=3",
@@ -65,12 +53,7 @@ def ef(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def lm(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    files = {
-        key: _corpus(tmp_path, n, seed)
-        for key, n, seed in (("train", 300, 0), ("valid", 40, 1), ("test", 40, 2))
-    }
-    files_override = f"task.files={{train:{files['train']},valid:{files['valid']},test:{files['test']}}}"
-    return ["task=lm/ptb", "task.vocab_size=31", "task.seg_len=8", files_override], {}
+    return ["task=lm/ptb", "task.vocab_size=31", "task.seg_len=8", corpus_files_override(tmp_path)], {}
 
 
 def rl(tmp_path: Path) -> tuple[list[str], dict[str, str]]:

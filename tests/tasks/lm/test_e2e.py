@@ -25,11 +25,16 @@ def _corpus(tmp_path, n_lines: int, seed: int) -> str:
     return str(path)
 
 
-def test_smoke_run_per_model(tmp_path):
+def corpus_files_override(tmp_path) -> str:
+    """``task.files=...`` for a generated PTB-format train/valid/test corpus of 300/40/40 lines."""
     files = {
         key: _corpus(tmp_path, n, seed)
         for key, n, seed in (("train", 300, 0), ("valid", 40, 1), ("test", 40, 2))
     }
+    return f"task.files={{train:{files['train']},valid:{files['valid']},test:{files['test']}}}"
+
+
+def test_smoke_run_per_model(tmp_path):
     overrides = [
         "-m",
         f"model={','.join(MODELS)}",
@@ -38,7 +43,7 @@ def test_smoke_run_per_model(tmp_path):
         "preset=smoke",
         "task.vocab_size=31",
         "task.seg_len=8",
-        f"task.files={{train:{files['train']},valid:{files['valid']},test:{files['test']}}}",
+        corpus_files_override(tmp_path),
         "logger=csv",
     ]
     run_train(overrides, tmp_path / "out")

@@ -64,11 +64,15 @@ def write_pair(root: Path, name: str, train: tuple, test: tuple, class_names: li
     return paths[0], paths[1]
 
 
-@pytest.fixture
-def toy_pair(tmp_path: Path) -> tuple[Path, Path]:
+def write_toy_pair(folder: Path) -> tuple[Path, Path]:
     """Unequal lengths 5..12, 3 channels, 3 classes; 30 TRAIN and 12 TEST cases."""
     rng = np.random.default_rng(0)
     names = ["a", "b", "c"]
     return write_pair(
-        tmp_path, "Toy", random_problem(rng, 30, 3, (5, 12), 3), random_problem(rng, 12, 3, (5, 12), 3), names
+        folder, "Toy", random_problem(rng, 30, 3, (5, 12), 3), random_problem(rng, 12, 3, (5, 12), 3), names
     )
+
+
+@pytest.fixture
+def toy_pair(tmp_path: Path) -> tuple[Path, Path]:
+    return write_toy_pair(tmp_path)
