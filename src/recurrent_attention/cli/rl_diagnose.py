@@ -79,10 +79,15 @@ def periodic_summary(periodic: list[dict]) -> str:
     return f"best {best['score']:.1f} @ {best['step']}, last {last:.1f}, {falls}/{len(periodic)} fell"
 
 
+def _run_order(record: dict) -> tuple[str, float, int]:
+    """Rows and lines by model, then learning rate (largest first), then seed."""
+    return record["model"], -record["lr"], record["seed"]
+
+
 def report_rows(records: list[dict]) -> list[str]:
     """One markdown row per run: final and best action errors, loss, periodic and target scores."""
     rows = []
-    for r in sorted(records, key=lambda r: (r["model"], -r["lr"], r["seed"])):
+    for r in sorted(records, key=_run_order):
         last = r["action_error"][-1]
         best = min(r["action_error"], key=lambda p: p["held_out_mse"])
         periodic = periodic_summary(r["periodic"])
@@ -119,18 +124,19 @@ def summary_rows(records: list[dict]) -> list[str]:
     of the second half of training (not only the last checkpoint's, one draw of a noisy quantity)."""
     rows = []
     groups: dict[tuple[str, float], list[dict]] = {}
-    for r in sorted(records, key=lambda r: (r["model"], -r["lr"], r["seed"])):
+    for r in sorted(records, key=_run_order):
         groups.setdefault((r["model"], r["lr"]), []).append(r)
     for (model, lr), runs in groups.items():
         late = [p["score"] for r in runs for p in r["periodic"] if p["step"] > r["updates"] / 2]
         falls = sum(score < FALL_SCORE for score in late)
+        sensitivity = _sensitivities(runs)
         rows.append(
             f"| {model} | {lr:g} | {','.join(str(r['seed']) for r in runs)} "
             f"| {_mean_std([np.mean(r['losses'][-100:]) for r in runs], 4)} "
             f"| {_mean_std([r['action_error'][-1]['held_out_mse'] for r in runs], 4)} "
             f"| {_mean_std(late, 1) if late else ''} ({len(late)}) | {falls}/{len(late)} "
             f"| {_mean_std([r['periodic'][-1]['score'] for r in runs if r['periodic']], 1)} "
-            f"| {_mean_std(sensitivity, 4) if (sensitivity := _sensitivities(runs)) else 'n/a'} |"
+            f"| {_mean_std(sensitivity, 4) if sensitivity else 'n/a'} |"
         )
     return rows
 
@@ -183,7 +189,7 @@ def _plot(records: list[dict], path: Path) -> None:
 
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
     colours: dict[tuple[str, float], str] = {}
-    for r in sorted(records, key=lambda r: (r["model"], -r["lr"], r["seed"])):
+    for r in sorted(records, key=_run_order):
         key = (r["model"], r["lr"])
         colour = colours.setdefault(key, f"C{len(colours)}")
         label = f"{r['model']} lr {r['lr']:g}" if r["seed"] == min(x["seed"] for x in records) else None

@@ -160,7 +160,7 @@ class HeldOutData(RLDataModule):
         self.held_out: list[Trajectory] = []
 
     def setup(self, stage: str | None = None) -> None:
-        if self.held_out:
+        if self.trajectories:  # read and split once (Lightning calls setup again in fit)
             return
         super().setup(stage)
         self.trajectories, self.held_out = split_episodes(self.trajectories, self.held_out_every)

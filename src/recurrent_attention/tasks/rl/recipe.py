@@ -87,6 +87,13 @@ def _write(path: Path, episodes: list[Episode], names: list[str]) -> Path:
     return path
 
 
+def run_settings(run: Path) -> BehaviourSettings:
+    """The settings ``run`` trained with; a folder without them is no behaviour run."""
+    if not (run / "settings.json").is_file():
+        raise ValueError(f"{run}: not a behaviour run folder (no settings.json)")
+    return BehaviourSettings.from_json(run / "settings.json")
+
+
 def _replay(run: Path, steps: int) -> list[Episode]:
     """The first ``steps`` transitions of ``run``'s replay buffer as episodes."""
     checkpoint = checkpoint_dir(run)
@@ -105,9 +112,7 @@ def build_medium_replay(run: str | Path, out: str | Path, steps: int | None = No
     step writes the same file as the whole run's :func:`build_datasets` (tested).
     """
     run, out = Path(run), Path(out)
-    if not (run / "settings.json").is_file():
-        raise ValueError(f"{run}: not a behaviour run folder (no settings.json)")
-    settings = BehaviourSettings.from_json(run / "settings.json")
+    settings = run_settings(run)
     replay = _replay(run, settings.total_steps if steps is None else steps)
     return _write(Path(f"{out / settings.env}_medium_replay-sac.hdf5"), replay, ["replay"] * len(replay))
 
@@ -121,9 +126,7 @@ def build_datasets(
 ) -> dict[str, Path]:
     """``<env>_{medium,medium_replay,medium_expert}-sac.hdf5`` in ``out`` from the finished run ``run``."""
     run, out = Path(run), Path(out)
-    if not (run / "settings.json").is_file():
-        raise ValueError(f"{run}: not a behaviour run folder (no settings.json)")
-    settings = BehaviourSettings.from_json(run / "settings.json")
+    settings = run_settings(run)
     curve = read_curve(run / "curve.csv")
     medium_step, final_step = pick_medium(curve, fraction), int(curve["step"].iloc[-1])
     if final_step != settings.total_steps:
