@@ -87,6 +87,34 @@ def test_padding_does_not_change_a_sequence_score() -> None:
     assert float(both.nll_sum()) == pytest.approx(float(alone + other), rel=1e-10)
 
 
+def test_mark_terms_equal_the_head_over_every_position() -> None:
+    """The mark head runs only where an event is predicted; the log-likelihood, the predicted marks
+    and the gradients equal the naive form that scores every (padded) position and masks after."""
+    model = small_model(n_marks=5)
+    generator = torch.Generator().manual_seed(3)
+    sequences = [
+        EventSequence(
+            torch.rand(n, generator=generator).cumsum(0).tolist(),
+            torch.randint(5, (n,), generator=generator).tolist(),
+        )
+        for n in (2, 7, 4, 1)
+    ]
+    batch = collate(sequences, dtype=torch.float64)
+    target = batch["mask"][:, 1:]
+    scores = score_batch(model, batch)
+    fast = torch.autograd.grad(scores.mark_ll.sum(), list(model.parameters()), allow_unused=True)
+    _, logits = model.predict(model(batch["intervals"], batch["marks"]))
+    log_probs = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, batch["marks"][:, 1:, None]).squeeze(-1)
+    naive = torch.where(target, log_probs, torch.zeros(()))
+    slow = torch.autograd.grad(naive.sum(), list(model.parameters()), allow_unused=True)
+    torch.testing.assert_close(scores.mark_ll, naive, rtol=1e-12, atol=1e-12)
+    assert torch.equal(scores.mark_pred[target], logits[:, :-1].argmax(-1)[target])
+    for a, b in zip(fast, slow, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
 def scores_with_errors(errors: list[list[float]], correct: list[list[bool]]) -> tuple[EventScores, dict]:
     """Fake scores whose predicted means differ from the targets by ``errors`` (row-wise, right-padded)."""
     n = max(len(e) for e in errors) + 1
