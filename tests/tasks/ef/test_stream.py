@@ -54,3 +54,27 @@ def test_stream_rejects_events_out_of_order() -> None:
     stream.observe(1.0)
     with pytest.raises(ValueError, match="time order"):
         stream.observe(0.5)
+
+
+@pytest.mark.parametrize("name", sorted(BACKBONES))
+@pytest.mark.parametrize("time_every_layer", [False, True])
+def test_stream_steps_through_the_deployment_step(name: str, time_every_layer: bool) -> None:
+    """In float32 the stream takes the backbone's fast step (compiled or lean, not the model's own),
+    THP's every-layer encoding included, and still gives the parallel pass's predictions."""
+    torch.manual_seed(0)
+    model = EventModel(BACKBONES[name](), 5, time_every_layer=time_every_layer)
+    rng = np.random.default_rng(1)
+    times = np.cumsum(rng.exponential(0.7, size=30))
+    marks = rng.integers(0, 5, size=30)
+    stream = EventStream(model)
+    assert stream.stepper is not model.backbone
+    calls = []
+    fast_step = stream.stepper.step
+    stream.stepper.step = lambda *args, **kwargs: calls.append(kwargs) or fast_step(*args, **kwargs)
+    streamed = [stream.observe(float(t), int(k)) for t, k in zip(times, marks, strict=True)]
+    assert len(calls) == len(times)
+    assert all(("reinject" in kwargs) == time_every_layer for kwargs in calls)
+    parallel = parallel_predictions(model, times, marks)
+    for s, p in zip(streamed, parallel, strict=True):
+        torch.testing.assert_close(s.mixture.mu, p.mixture.mu, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(s.mark_logits, p.mark_logits, rtol=1e-4, atol=1e-5)

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from recurrent_attention.deploy import Stepper
 from recurrent_attention.errors import ConfigError
 from recurrent_attention.models.base import Backbone, State
 from recurrent_attention.models.blocks import LayerStack
@@ -75,12 +76,16 @@ class EventModel(nn.Module):
         hidden, _ = self.backbone(x, reinject=time) if self.time_every_layer else self.backbone(x)
         return hidden
 
-    def step(self, interval: Tensor, mark: Tensor, state: State) -> tuple[Tensor, State]:
-        """One event per sequence, ``(B,)`` each -> ``(hidden (B, d_model), state)``, as ``forward`` gives."""
+    def step(
+        self, interval: Tensor, mark: Tensor, state: State, stepper: Stepper | None = None
+    ) -> tuple[Tensor, State]:
+        """One event per sequence, ``(B,)`` each -> ``(hidden (B, d_model), state)``, as ``forward`` gives.
+
+        ``stepper`` steps the backbone in its place: a deployment form of it
+        (:func:`recurrent_attention.deploy.fast_stepper`), tested equal to its own step."""
         x_t, time = self.embed(interval, mark)
-        if self.time_every_layer:
-            return self.backbone.step(x_t, state, reinject=time)
-        return self.backbone.step(x_t, state)
+        step = (stepper or self.backbone).step
+        return step(x_t, state, reinject=time) if self.time_every_layer else step(x_t, state)
 
     def predict(self, hidden: Tensor) -> tuple[LogNormalMixture, Tensor | None]:
         """Next-event distribution from hidden states: the interval mixture and mark logits (or None)."""

@@ -1,6 +1,7 @@
 """Next-event predictions for a growing event stream, one event at a time.
 
-:class:`EventStream` feeds each arriving event through ``backbone.step``: with Aaren the carried
+:class:`EventStream` feeds each arriving event through the backbone's fastest step
+(:func:`~recurrent_attention.deploy.fast_stepper`, equal to ``backbone.step``): with Aaren the carried
 state has a constant size however long the stream, with the Transformer it is a KV cache. Its
 predictions equal those of the parallel pass over the whole sequence (tests check it), so a model
 trained in parallel can be deployed on a live stream. ``main`` is the command line of
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor
 
 from recurrent_attention.data import DataError
+from recurrent_attention.deploy import fast_stepper
 from recurrent_attention.models.base import State
 from recurrent_attention.runs.finished import RunFolderError, load_finished_run
 from recurrent_attention.tasks.ef.head import EventModel
@@ -52,8 +54,9 @@ class EventStream:
 
     def __init__(self, model: EventModel) -> None:
         self.model = model.eval()
+        self.stepper = fast_stepper(model.backbone)
         parameter = next(model.parameters())
-        self.state: State = model.backbone.init_state(1, parameter.device, parameter.dtype)
+        self.state: State = self.stepper.init_state(1, parameter.device, parameter.dtype)
         self.last_time: float | None = None
 
     @torch.no_grad()
@@ -64,7 +67,7 @@ class EventStream:
         interval = 0.0 if self.last_time is None else time - self.last_time
         interval_t = torch.tensor([interval], dtype=parameter.dtype, device=parameter.device)
         mark_t = torch.tensor([mark], device=parameter.device)
-        hidden, self.state = self.model.step(interval_t, mark_t, self.state)
+        hidden, self.state = self.model.step(interval_t, mark_t, self.state, self.stepper)
         mixture, logits = self.model.predict(hidden[0])
         self.last_time = time
         return NextEvent(time, mixture, logits)
