@@ -12,15 +12,19 @@ the next event: a mixture of log-normals over ``tau_{i+1}`` and a categorical ov
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from recurrent_attention.deploy import Stepper
 from recurrent_attention.errors import ConfigError
 from recurrent_attention.models.base import Backbone, State
 from recurrent_attention.models.blocks import LayerStack
 from recurrent_attention.tasks.ef.mixture import LogNormalMixture
+
+if TYPE_CHECKING:  # the training path does not import the deployment package
+    from recurrent_attention.deploy import Stepper
 
 
 def temporal_encoding(t: Tensor, d_model: int) -> Tensor:
