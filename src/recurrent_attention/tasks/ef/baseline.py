@@ -19,8 +19,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from recurrent_attention.tasks.ef.formats import EventSequence
-
-HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+from recurrent_attention.tasks.ef.mixture import HALF_LOG_2PI, clamped_log_survival
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class HistoryFreeBaseline:
                 - HALF_LOG_2PI
                 - 0.5 * z[:-1] ** 2
             )
-            survival = math.log(1.0 - min(max(float(ndtr(z[-1])), 1e-5), 1.0 - 1e-5))
+            survival = clamped_log_survival(float(ndtr(z[-1])))
             marks = self.log_transition[s.marks[:-1], s.marks[1:]]
             total -= density.sum() + survival + marks.sum()
         return total / n_events

@@ -14,6 +14,14 @@ import torch
 from torch import Tensor
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+# Meta TPP clamps a CDF to [c, 1 - c] before taking log(1 - cdf) for the last interval (prob_dists.py).
+META_TPP_CDF_CLAMP = 1e-5
+
+
+def clamped_log_survival(cdf: float) -> float:
+    """Meta TPP's ``log(1 - cdf)`` of one CDF value, clamped as :meth:`LogNormalMixture.log_survival_clamped`
+    clamps each component's: for the scorers outside the model (the history-free baseline, Sin's process)."""
+    return math.log(1.0 - min(max(cdf, META_TPP_CDF_CLAMP), 1.0 - META_TPP_CDF_CLAMP))
 
 
 @dataclass
@@ -42,7 +50,7 @@ class LogNormalMixture:
         _, z = self._standardised(x)
         return torch.logsumexp(self.log_weights + torch.special.log_ndtr(-z), dim=-1)
 
-    def log_survival_clamped(self, x: Tensor, low: float = 1e-5) -> Tensor:
+    def log_survival_clamped(self, x: Tensor, low: float = META_TPP_CDF_CLAMP) -> Tensor:
         """Meta TPP's log survival: each component's CDF clamped to ``[low, 1 - low]``, then ``log(1 - cdf)``.
 
         The clamp changes values only; gradients are those of the unclamped CDF, as Meta TPP's

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from recurrent_attention.tasks.ef.formats import EventSequence
+from recurrent_attention.tasks.ef.mixture import clamped_log_survival
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,13 @@ def generate_sin(
     return sequences
 
 
-def process_meta_tpp_nll(
-    sequences: Sequence[EventSequence], intensity: SinIntensity, clamp: float = 1e-5
-) -> float:
+def process_meta_tpp_nll(sequences: Sequence[EventSequence], intensity: SinIntensity) -> float:
     """Meta TPP's NLL (:mod:`.likelihood`) of ``sequences`` under the process that generated them.
 
     Given event ``t_i`` the next interval has density ``lambda(t_{i+1}) exp(-Lambda(t_i, t_{i+1}))``
     (a Poisson process forgets the rest of its history). As Meta TPP scores it, every interval after
     each first event is scored by that density except the last, which is scored by its survival
-    ``exp(-Lambda)`` with the CDF clamped to ``[clamp, 1 - clamp]``; the sum over sequences is divided
+    ``exp(-Lambda)`` with the CDF clamped as Meta TPP clamps it; the sum over sequences is divided
     by all their events, first ones included. Unmarked, so there is no mark term.
     """
     total, n_events = 0.0, 0
@@ -91,6 +90,5 @@ def process_meta_tpp_nll(
         times = np.asarray(s.times, dtype=np.float64)
         compensator = intensity.integral(times[:-1], times[1:])
         log_density = np.log(intensity(times[1:-1])) - compensator[:-1]
-        cdf = min(max(1.0 - math.exp(-float(compensator[-1])), clamp), 1.0 - clamp)
-        total -= float(log_density.sum()) + math.log(1.0 - cdf)
+        total -= float(log_density.sum()) + clamped_log_survival(1.0 - math.exp(-float(compensator[-1])))
     return total / n_events
