@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from recurrent_attention.ops.categorical import class_log_likelihood
 from recurrent_attention.tasks.ef.head import EventModel
 from recurrent_attention.tasks.ef.mixture import LogNormalMixture
 
@@ -87,17 +88,18 @@ def score_batch(model: EventModel, batch: dict[str, Tensor], time_eps: float = 0
 
 
 def _predicted_marks(
-    mark_head: nn.Module, hidden: Tensor, next_marks: Tensor, target: Tensor
+    mark_head: nn.Linear, hidden: Tensor, next_marks: Tensor, target: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Log-probability and argmax of each predicted event's mark, ``(B, N - 1)`` each, 0 at padding.
 
     The head runs only where ``target`` holds a real event: a batch is padded to its longest
     sequence, and with Wiki's 8227 marks the logits of the padded positions cost most of an epoch.
+    Its softmax goes through :func:`~recurrent_attention.ops.categorical.class_log_likelihood`,
+    which keeps those logits in cache on a CPU.
     """
-    log_probs = torch.log_softmax(mark_head(hidden[target]), dim=-1)
-    scored = log_probs.gather(-1, next_marks[target].unsqueeze(-1)).squeeze(-1)
+    scored, best = class_log_likelihood(hidden[target], mark_head.weight, mark_head.bias, next_marks[target])
     mark_ll = scored.new_zeros(target.shape).masked_scatter(target, scored)
-    mark_pred = torch.zeros_like(next_marks).masked_scatter(target, log_probs.argmax(dim=-1))
+    mark_pred = torch.zeros_like(next_marks).masked_scatter(target, best)
     return mark_ll, mark_pred
 
 

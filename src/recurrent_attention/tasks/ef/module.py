@@ -7,6 +7,7 @@ under ``compat=reference`` Meta TPP's, whose last interval is scored by its surv
 term visible in the loss. Validation logs ``val/nll`` (the early-stopping metric; the checkpoint's too
 under ``compat=default``, while ``reference`` keeps the best ``val/rmse``, as Meta TPP does),
 ``val/nll_meta_tpp``, ``val/rmse`` and ``val/acc``; the test epoch logs the same under ``test/``.
+Each batch is scored in pieces of similar length (:mod:`.batching`): the same sums, less padding.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from torch import Tensor
 
 from recurrent_attention.models.base import Backbone
 from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
+from recurrent_attention.tasks.ef.batching import split_by_length
 from recurrent_attention.tasks.ef.head import EventModel
 from recurrent_attention.tasks.ef.likelihood import EventScores, score_batch
 from recurrent_attention.tasks.ef.metrics import COMPAT, EventTotals
@@ -47,17 +49,18 @@ class EventModule(ExactEvaluationModule):
         return 0.5 * self.weight_decay * sum(p.square().sum() for p in self.parameters())
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        scores = self.score(batch)
-        nll = scores.protocol_nll_sum(self.compat)
-        count = batch["lengths"].sum() if self.compat == "reference" else scores.target.sum().clamp_min(1)
-        self.log("train/nll", nll / count, prog_bar=True, batch_size=len(batch["lengths"]))
+        nll = sum(self.score(piece).protocol_nll_sum(self.compat) for piece in split_by_length(batch))
+        lengths = batch["lengths"]
+        count = lengths.sum() if self.compat == "reference" else (lengths - 1).sum().clamp_min(1)
+        self.log("train/nll", nll / count, prog_bar=True, batch_size=len(lengths))
         return nll + self.l2_penalty() if self.weight_decay else nll
 
     def new_totals(self) -> EventTotals:
         return EventTotals()
 
     def accumulate(self, batch: dict[str, Tensor], stage: str) -> None:
-        self.totals.update(self.score(batch), batch)
+        for piece in split_by_length(batch):
+            self.totals.update(self.score(piece), piece)
 
     def computed_totals(self, stage: str) -> dict[str, float]:
         return self.totals.compute(self.compat)

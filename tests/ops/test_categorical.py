@@ -1,0 +1,64 @@
+"""The chunked class log-likelihood equals the plain log-softmax head: values, argmax, gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from recurrent_attention.ops.categorical import (
+    ChunkedClassLogLikelihood,
+    class_log_likelihood,
+    class_log_likelihood_plain,
+)
+
+
+def head(rows: int, classes: int, dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(rows * 31 + classes)
+    hidden = torch.randn(rows, 6, generator=generator, dtype=dtype, requires_grad=True)
+    weight = torch.randn(classes, 6, generator=generator, dtype=dtype, requires_grad=True)
+    bias = torch.randn(classes, generator=generator, dtype=dtype, requires_grad=True)
+    target = torch.randint(classes, (rows,), generator=generator)
+    return hidden, weight, bias, target
+
+
+@pytest.mark.parametrize(("rows", "chunk"), [(50, 16), (50, 50), (50, 64), (1, 3), (33, 1)])
+def test_chunked_equals_plain_values_argmax_and_gradients(rows: int, chunk: int) -> None:
+    hidden, weight, bias, target = head(rows, 37)
+    upstream = torch.linspace(-1.0, 2.0, rows, dtype=torch.float64)  # unequal weights per row
+    fast, fast_best = class_log_likelihood(hidden, weight, bias, target, chunk=chunk)
+    slow, slow_best = class_log_likelihood_plain(hidden, weight, bias, target)
+    torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-12)
+    assert torch.equal(fast_best, slow_best)
+    fast_grads = torch.autograd.grad((fast * upstream).sum(), (hidden, weight, bias))
+    slow_grads = torch.autograd.grad((slow * upstream).sum(), (hidden, weight, bias))
+    for a, b in zip(fast_grads, slow_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_float32_matches_plain_within_float32_rounding() -> None:
+    *parameters, target = head(200, 823)
+    hidden, weight, bias = (t.detach().float().requires_grad_() for t in parameters)
+    fast, _ = class_log_likelihood(hidden, weight, bias, target)
+    slow, _ = class_log_likelihood_plain(hidden, weight, bias, target)
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+    for a, b in zip(
+        torch.autograd.grad(fast.sum(), (hidden, weight, bias)),
+        torch.autograd.grad(slow.sum(), (hidden, weight, bias)),
+        strict=True,
+    ):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_gradcheck() -> None:
+    hidden, weight, bias, target = head(7, 5)
+    assert torch.autograd.gradcheck(
+        lambda h, w, b: ChunkedClassLogLikelihood.apply(h, w, b, target, 3)[0], (hidden, weight, bias)
+    )
+
+
+def test_no_rows_gives_empty_outputs_and_zero_gradients() -> None:
+    hidden, weight, bias, target = head(0, 4)
+    scored, best = class_log_likelihood(hidden, weight, bias, target)
+    assert scored.shape == best.shape == (0,)
+    grads = torch.autograd.grad(scored.sum(), (hidden, weight, bias), allow_unused=True)
+    assert all(g is None or not g.any() for g in grads)
