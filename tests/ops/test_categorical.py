@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from recurrent_attention.ops.categorical import (
+    CHUNK_LOGITS,
     ChunkedClassLogLikelihood,
     class_log_likelihood,
     class_log_likelihood_plain,
@@ -62,3 +63,19 @@ def test_no_rows_gives_empty_outputs_and_zero_gradients() -> None:
     assert scored.shape == best.shape == (0,)
     grads = torch.autograd.grad(scored.sum(), (hidden, weight, bias), allow_unused=True)
     assert all(g is None or not g.any() for g in grads)
+
+
+def test_default_chunk_holds_a_fixed_number_of_logits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many classes: few rows a chunk (the logits stay in cache); few classes: the rows in one chunk."""
+    seen = []
+    apply = ChunkedClassLogLikelihood.apply
+    monkeypatch.setattr(
+        ChunkedClassLogLikelihood,
+        "apply",
+        lambda h, w, b, t, rows: seen.append(rows) or apply(h, w, b, t, rows),
+    )
+    for classes in (8227, 75):
+        hidden, weight, bias, target = head(3, classes)
+        class_log_likelihood(hidden, weight, bias, target)
+    assert seen == [CHUNK_LOGITS // 8227, CHUNK_LOGITS // 75]
+    assert seen[0] == 31 and seen[1] > 3000

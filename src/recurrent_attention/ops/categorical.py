@@ -19,8 +19,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-CHUNK_ROWS = 32
-"""Rows per chunk: 32 rows of 8227 float32 logits are about 1 MB (measured fastest of 32..512)."""
+CHUNK_LOGITS = 1 << 18
+"""Logits per chunk, about 1 MB in float32: 31 rows of Wiki's 8227 marks (32 rows was the fastest of
+32 to 512 measured here); a head of a few classes takes its rows in one chunk."""
 
 
 def class_log_likelihood_plain(
@@ -76,10 +77,12 @@ class ChunkedClassLogLikelihood(torch.autograd.Function):
 
 
 def class_log_likelihood(
-    hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk: int = CHUNK_ROWS
+    hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk: int | None = None
 ) -> tuple[Tensor, Tensor]:
-    """:func:`class_log_likelihood_plain`, chunked on a CPU (where the logits outgrow the cache);
-    elsewhere, or without a bias, the plain form (one large kernel suits a GPU better than a loop)."""
+    """:func:`class_log_likelihood_plain`, on a CPU in chunks of ``chunk`` rows (by default
+    :data:`CHUNK_LOGITS` logits); elsewhere, or without a bias, the plain form (one large kernel
+    suits a GPU better than a loop)."""
     if hidden.device.type != "cpu" or bias is None:
         return class_log_likelihood_plain(hidden, weight, bias, target)
-    return ChunkedClassLogLikelihood.apply(hidden, weight, bias, target, chunk)
+    rows = chunk or max(1, CHUNK_LOGITS // len(weight))
+    return ChunkedClassLogLikelihood.apply(hidden, weight, bias, target, rows)
