@@ -2,7 +2,8 @@
 
 ``scan.py`` is the paper's math (the operator, its state, the scan and the recurrence);
 ``prefix_attention.py`` the chunked fast path and the choice between the paths; ``projection.py``
-Aaren's values-and-scores projection in its compiled form. The compiled kernels (``native.py``) are
+Aaren's values-and-scores projection in its compiled form; ``categorical.py`` a many-class softmax
+head's log-likelihood in cache-sized chunks (the EF mark head). The compiled kernels (``native.py``) are
 reached only through this package: a model asks here, never the kernels themselves.
 """
 
