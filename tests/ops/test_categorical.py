@@ -79,3 +79,12 @@ def test_default_chunk_holds_a_fixed_number_of_logits(monkeypatch: pytest.Monkey
         class_log_likelihood(hidden, weight, bias, target)
     assert seen == [CHUNK_LOGITS // 8227, CHUNK_LOGITS // 75]
     assert seen[0] == 31 and seen[1] > 3000
+
+
+def test_autocast_takes_the_plain_form_and_its_casts() -> None:
+    hidden, weight, bias, target = (t.detach() if t.is_floating_point() else t for t in head(40, 300))
+    hidden, weight, bias = hidden.float(), weight.float(), bias.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scored, best = class_log_likelihood(hidden.bfloat16(), weight, bias, target)
+        plain, plain_best = class_log_likelihood_plain(hidden.bfloat16(), weight, bias, target)
+    assert torch.equal(scored, plain) and torch.equal(best, plain_best)

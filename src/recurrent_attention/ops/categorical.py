@@ -80,9 +80,9 @@ def class_log_likelihood(
     hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk: int | None = None
 ) -> tuple[Tensor, Tensor]:
     """:func:`class_log_likelihood_plain`, on a CPU in chunks of ``chunk`` rows (by default
-    :data:`CHUNK_LOGITS` logits); elsewhere, or without a bias, the plain form (one large kernel
-    suits a GPU better than a loop)."""
-    if hidden.device.type != "cpu" or bias is None:
+    :data:`CHUNK_LOGITS` logits); elsewhere the plain form (one large kernel suits a GPU better than
+    a loop), and so without a bias or under autocast (whose casts are the plain form's)."""
+    if hidden.device.type != "cpu" or bias is None or torch.is_autocast_enabled("cpu"):
         return class_log_likelihood_plain(hidden, weight, bias, target)
     rows = chunk or max(1, CHUNK_LOGITS // len(weight))
     return ChunkedClassLogLikelihood.apply(hidden, weight, bias, target, rows)
