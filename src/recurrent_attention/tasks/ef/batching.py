@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 PIECE_OVERHEAD_EVENTS = 256
-"""The fixed cost of one more piece, in padded events (dispatch of a 2-layer d_model 64 model)."""
+"""The fixed cost of one more piece, in padded events (its kernels' dispatch). On Wiki, 64, 256 and
+1024 measured alike; at 256 a Sin batch (73 to 132 events) stays whole nearly always."""
 
 
 def length_groups(lengths: Sequence[int], overhead: float = PIECE_OVERHEAD_EVENTS) -> list[list[int]]:
@@ -49,13 +50,13 @@ def split_by_length(
     lengths = batch["lengths"]
     if lengths.device.type != "cpu":
         return [batch]
-    groups = length_groups(lengths.tolist(), overhead)
+    as_list = lengths.tolist()
+    groups = length_groups(as_list, overhead)
     if len(groups) == 1:
         return [batch]
     pieces = []
     for group in groups:
-        rows = torch.tensor(group)
-        longest = int(lengths[rows].max())
+        rows, longest = torch.tensor(group), as_list[group[-1]]  # a group runs shortest to longest
         pieces.append({key: _rows(value, rows, longest) for key, value in batch.items()})
     return pieces
 
