@@ -56,8 +56,8 @@ def sequences() -> list[EventSequence]:
 
 def test_pieces_are_the_rows_cut_to_their_longest() -> None:
     batch = collate(sequences(), dtype=torch.float64)
-    pieces = split_by_length(batch, overhead=0.0)
-    assert len(pieces) > 2
+    pieces = split_by_length(batch, overhead=10.0)
+    assert [sorted(p["lengths"].tolist()) for p in pieces] == [[2, 3, 4, 5], [9, 17], [38, 40]]
     assert sorted(itertools.chain(*(p["lengths"].tolist() for p in pieces))) == sorted(LENGTHS)
     for piece in pieces:
         assert piece["intervals"].shape[1] == int(piece["lengths"].max())
@@ -87,7 +87,7 @@ def test_split_training_loss_gradients_and_metrics_equal_the_whole_batch(
 ) -> None:
     batch = collate(sequences(), dtype=torch.float64)
     results = {}
-    for name, split in (("whole", lambda b: [b]), ("pieces", partial(split_by_length, overhead=0.0))):
+    for name, split in (("whole", lambda b: [b]), ("pieces", partial(split_by_length, overhead=10.0))):
         monkeypatch.setattr(event_module, "split_by_length", split)
         model = module(backbone, compat)
         logged: dict[str, float] = {}
