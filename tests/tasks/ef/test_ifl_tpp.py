@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.data import DataError
-from recurrent_attention.tasks.ef.data import EFDataModule
-from recurrent_attention.tasks.ef.formats import read_ifl_tpp_npz
+from recurrent_attention.tasks.ef.data import EFDataModule, first_events
+from recurrent_attention.tasks.ef.formats import EventSequence, read_ifl_tpp_npz
 
 # Five sequences (absolute times, 0-indexed marks); event counts 3, 2, 4, 1, 2 = 12.
 SEQS = [
@@ -60,6 +60,30 @@ def test_datamodule_splits_60_20_20_by_file_order(tmp_path: Path) -> None:
         strict.setup()
 
 
+def test_max_length_keeps_each_sequence_first_events_before_the_split(tmp_path: Path) -> None:
+    # max_length 2 cuts sequences 0 and 2 (3 and 4 events) to their first two; the split by file
+    # order is unchanged (3/1/1 sequences) and mark 3, seen only after the cut, is gone from train.
+    path = write_ifl(tmp_path / "w.npz")
+    module = EFDataModule("ifltpp_wiki", "ifl_tpp", n_marks=4, path=str(path), min_length=1, max_length=2)
+    splits = module.load_splits()
+    assert [len(splits[s]) for s in ("train", "dev", "test")] == [3, 1, 1]
+    for seq, (times, marks) in zip(splits["train"], SEQS[:3], strict=True):
+        np.testing.assert_array_equal(seq.times, times[:2])
+        np.testing.assert_array_equal(seq.marks, marks[:2])
+        assert seq.t_end is None
+    np.testing.assert_array_equal(splits["test"][0].times, SEQS[4][0])
+    with pytest.raises(ValueError, match=r"task\.max_length=0"):
+        EFDataModule("ifltpp_wiki", "ifl_tpp", n_marks=4, path=str(path), max_length=0)
+
+
+def test_a_cut_sequence_window_ends_at_its_last_kept_event() -> None:
+    whole = EventSequence(np.array([0.0, 1.0, 3.0]), np.array([0, 1, 0]), t_end=5.0)
+    assert first_events(whole, 3) is whole
+    cut = first_events(whole, 2)
+    np.testing.assert_array_equal(cut.times, [0.0, 1.0])
+    assert cut.t_end is None
+
+
 def test_a_mark_beyond_n_marks_names_it(tmp_path: Path) -> None:
     module = EFDataModule("ifltpp_wiki", "ifl_tpp", n_marks=3, path=str(write_ifl(tmp_path / "w.npz")))
     with pytest.raises(DataError, match=r"mark 3 found but task\.n_marks=3"):
@@ -92,16 +116,26 @@ MIRROR = os.environ.get("RA_DATA_MIRROR")
 
 
 @pytest.mark.skipif(not MIRROR, reason="RA_DATA_MIRROR unset: the real wikipedia.npz is not here")
-def test_mirror_wikipedia_counts_and_the_task_n_marks() -> None:
-    """1000 sequences, 157471 events, marks 0..8226 (ifl-tpp's published counts), via the registry."""
+def test_mirror_wikipedia_as_meta_tpp_holds_it() -> None:
+    """ifl-tpp's file: 1000 sequences, 157471 events, marks 0..8226. The task keeps each sequence's
+    first 250 events, which leaves marks 0..8225 with 7628 distinct: the two numbers Meta TPP's
+    ``configs/data/datasets/wiki.yaml`` gives (``num_classes: 8226``, its comment's ``wiki: 7628``);
+    no other first-N cut gives 7628."""
     raw = np.load(Path(MIRROR) / "tpp/ifl-tpp/wikipedia.npz", allow_pickle=True)
     lengths = [len(t) for t in raw["arrival_times"]]
-    n_marks = OmegaConf.load(CONFIG_DIR / "task/ef/wiki_ifltpp.yaml").task.n_marks
-    module = EFDataModule("ifltpp_wiki", "ifl_tpp", n_marks, mirror=MIRROR, download=False)
-    splits = module.load_splits()
+    raw_marks = np.concatenate(list(raw["marks"]))
     assert (len(lengths), sum(lengths)) == (1000, 157471)
+    assert (raw_marks.min(), raw_marks.max(), len(np.unique(raw_marks))) == (0, 8226, 8227)
+    task = OmegaConf.load(CONFIG_DIR / "task/ef/wiki_ifltpp.yaml").task
+    assert (task.max_length, task.n_marks) == (250, 8226)
+    module = EFDataModule(
+        "ifltpp_wiki", "ifl_tpp", task.n_marks, max_length=task.max_length, mirror=MIRROR, download=False
+    )
+    splits = module.load_splits()
     assert [len(splits[s]) for s in ("train", "dev", "test")] == [600, 200, 200]
+    kept = [min(n, 250) for n in lengths]
     events = [sum(len(s) for s in splits[k]) for k in ("train", "dev", "test")]
-    assert events == [sum(lengths[:600]), sum(lengths[600:800]), sum(lengths[800:])]
+    assert events == [sum(kept[:600]), sum(kept[600:800]), sum(kept[800:])]
+    assert sum(kept) == 138705
     marks = np.concatenate([s.marks for part in splits.values() for s in part])
-    assert (marks.min(), marks.max(), len(np.unique(marks))) == (0, 8226, 8227) == (0, 8226, n_marks)
+    assert (marks.min(), marks.max() + 1, len(np.unique(marks))) == (0, task.n_marks, 7628)

@@ -5,7 +5,9 @@ JSON), ``meta_tpp`` (one ``.npz``, split 60/20/20 by position, or by the absolut
 fixes for so_fold1), ``ifl_tpp`` (one ifl-tpp ``.npz``, split as ``meta_tpp``) and ``sin``
 (generated in memory, same positional split). Files come from the registry (checked against the
 manifest) unless ``path`` names them: a folder holding the split files, or the ``.npz`` itself.
-Sequences with fewer than ``min_length`` events predict nothing and are dropped.
+``max_length`` keeps each sequence's first events only (Meta TPP's ``wiki.npz`` holds the first 250
+of each of ifl-tpp's Wikipedia sequences; docs/ef.md says how that was established). Sequences with
+fewer than ``min_length`` events predict nothing and are dropped.
 """
 
 from __future__ import annotations
@@ -74,12 +76,20 @@ def collate(sequences: Sequence[EventSequence], dtype: torch.dtype = torch.float
     }
 
 
+def first_events(sequence: EventSequence, n: int) -> EventSequence:
+    """The first ``n`` events; a cut sequence's window ends at its last kept event."""
+    if len(sequence) <= n:
+        return sequence
+    return EventSequence(sequence.times[:n], sequence.marks[:n])
+
+
 class EFDataModule(L.LightningDataModule):
     """Train/val/test event sequences of one source.
 
     ``split_sizes`` (``.npz`` formats and ``sin``): train and validation fractions, or absolute
     counts when above 1. ``sin``: generator settings (``n_sequences``, ``seed``, ``a``, ``b``,
-    ``period``, ``t_end``); see :mod:`recurrent_attention.tasks.ef.sin`.
+    ``period``, ``t_end``); see :mod:`recurrent_attention.tasks.ef.sin`. ``max_length``: keep the
+    first events of each sequence, before the split (``None`` keeps them all).
     """
 
     def __init__(
@@ -90,6 +100,7 @@ class EFDataModule(L.LightningDataModule):
         batch_size: int = 16,
         split_sizes: Sequence[float] = (0.6, 0.2),
         min_length: int = 2,
+        max_length: int | None = None,
         sin: dict[str, Any] | None = None,
         num_workers: int = 0,
         data_dir: str = "data",
@@ -101,7 +112,10 @@ class EFDataModule(L.LightningDataModule):
         if format not in FORMATS:
             raise ValueError(f"task.datamodule.format={format!r}: choose one of {FORMATS}")
         self.source, self.format, self.n_marks = source, format, n_marks
+        if max_length is not None and max_length < 1:
+            raise ValueError(f"task.max_length={max_length}: give a positive event count, or null for all")
         self.batch_size, self.split_sizes, self.min_length = batch_size, tuple(split_sizes), min_length
+        self.max_length = max_length
         self.sin = dict(sin or {})
         self.num_workers, self.location = num_workers, DataLocation(source, data_dir, mirror, download)
         self.path = path
@@ -148,6 +162,8 @@ class EFDataModule(L.LightningDataModule):
                 f"task.n_marks={self.n_marks} but {self.source} declares dim_process {sorted(dims)}"
             )
         for split, sequences in splits.items():
+            if self.max_length is not None:
+                sequences = [first_events(s, self.max_length) for s in sequences]
             top = max((int(s.marks.max()) for s in sequences if len(s)), default=0)
             if top >= self.n_marks:
                 raise DataError(f"{self.source}/{split}: mark {top} found but task.n_marks={self.n_marks}")
