@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
+from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.results.collect import load_runs
-from recurrent_attention.results.layouts.ef import build
+from recurrent_attention.results.layouts.ef import PAPER_NAMES, build
 from tests.helpers.run_records import summary
 
 MIMIC = {
@@ -47,3 +49,15 @@ def test_table_matches_paper_rows_and_states_the_seeds_run(tmp_path: Path) -> No
     assert "seed=1,2 " in command and "seeds 1, 2 in every row." in table.notes
     assert row["n"] == 2 and row["seeds"] == "1, 2"
     assert "thp_mimic overrides: task.max_epochs=30" in table.notes
+
+
+def test_every_ef_task_is_set_beside_its_paper_dataset() -> None:
+    """Each dataset a task config reads maps to one of the paper's EF datasets (Aaren Table 2), so
+    its rows get the paper's columns; an unmapped or mangled name would leave them empty."""
+    paper = {"MIMIC", "Wiki", "Reddit", "Mooc", "StackOverflow", "Sin", "Uber", "Taxi"}
+    configs = sorted((CONFIG_DIR / "task" / "ef").glob("[!_]*.yaml"))
+    datasets = {OmegaConf.load(path).task.dataset for path in configs}
+    assert len(datasets) == len(configs) == 11
+    assert {
+        dataset: PAPER_NAMES.get(dataset) for dataset in datasets if PAPER_NAMES.get(dataset) not in paper
+    } == {}

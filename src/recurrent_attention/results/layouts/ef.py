@@ -15,11 +15,10 @@ from recurrent_attention.results.tables import Table, compare, override_notes, p
 PAPER_NAMES = {
     "thp_mimic": "MIMIC",
     "metatpp_wiki": "Wiki",
-    "ifltpp_wiki": "Wikipedia edits as ifl-tpp's wikipedia.npz cut to each sequence's first 250 events, "
-    "as Meta TPP's wiki.npz holds them (1000 sequences, split 600/200/200 in the file's order as Meta "
-    "TPP splits its .npz, 8226 marks): times in seconds, where the paper's Wiki holds times rescaled by "
-    "a factor not published, so RMSE and NLL are not comparable with the paper's; accuracy is. Under "
-    "the reference protocol the best validation RMSE on seconds comes after the first epoch (docs/ef.md).",
+    "ifltpp_wiki": "Wiki",
+    "metatpp_reddit": "Reddit",
+    "metatpp_mooc": "Mooc",
+    "metatpp_so_fold1": "StackOverflow",
     "metatpp_sin": "Sin",
     "metatpp_uber_drop": "Uber",
     "metatpp_taxi_times_jan_feb": "Taxi",
