@@ -27,12 +27,16 @@ def write_record(repo: Path, name: str, overrides: list[str], device: str) -> No
 
 
 def test_queue_order_and_sizes() -> None:
-    names = ["verify", "tsf", "ptb", "ptb16", "rl_medium", "rl_medium_replay", "rl_medium_expert"]
+    names = ["verify", "ef_wiki", "tsf", "ptb", "ptb16", "rl_medium", "rl_medium_replay", "rl_medium_expert"]
     assert [c.name for c in QUEUE] == names
     tsf = chunk_named("tsf")
     assert len(tsf.jobs) == 4 * len(HORIZONS) * 2 * 3  # datasets x horizons x models x seeds
     assert len({job.key for job in tsf.jobs}) == len(tsf.jobs)
     assert all({"preset=paper", "trainer=gpu"} <= set(job.overrides) for c in QUEUE for job in c.jobs)
+    wiki = chunk_named("ef_wiki").jobs
+    assert len({job.key for job in wiki}) == len(wiki) == 2 * 2 * 5  # protocols x models x seeds
+    # seed by seed, so that a window cut short leaves whole seeds
+    assert [j.overrides[-2] for j in wiki[:4]] == ["seed=1"] * 4
     ettm1 = next(j for j in tsf.jobs if "task=tsf/ettm1" in j.overrides and "task.pred_len=96" in j.overrides)
     assert ettm1.cost == pytest.approx(4.0)  # four times ETTh1's windows, same horizon
 
@@ -58,6 +62,9 @@ def test_next_chunk_moves_on_when_a_chunk_is_done(tmp_path: Path) -> None:
     assert next_chunk(tmp_path).name == "verify"
     (tmp_path / VERIFY_REPORT).parent.mkdir(parents=True)
     (tmp_path / VERIFY_REPORT).write_text("{}")
+    assert next_chunk(tmp_path).name == "ef_wiki"
+    for index, job in enumerate(chunk_named("ef_wiki").jobs):
+        write_record(tmp_path, f"ef{index}", list(job.overrides), H100)
     assert next_chunk(tmp_path).name == "tsf"
     for index, job in enumerate(chunk_named("tsf").jobs):
         write_record(tmp_path, f"tsf{index}", list(job.overrides), H100)
@@ -65,7 +72,7 @@ def test_next_chunk_moves_on_when_a_chunk_is_done(tmp_path: Path) -> None:
 
 
 def test_unknown_chunk_names_the_choices() -> None:
-    with pytest.raises(ValueError, match="verify, tsf, ptb, ptb16, rl_medium, "):
+    with pytest.raises(ValueError, match="verify, ef_wiki, tsf, ptb, ptb16, rl_medium, "):
         chunk_named("ptb3")
 
 
@@ -81,7 +88,7 @@ def compose_job():
 
 
 @pytest.mark.parametrize("chunk", [c.name for c in QUEUE])
-def test_every_job_composes_at_the_papers_size_in_bf16(compose_job, chunk: str) -> None:
+def test_every_job_composes_at_the_papers_size_on_the_gpu(compose_job, chunk: str) -> None:
     """A job that does not compose, that train.py refuses or that runs at CPU sizes would waste a window."""
     from omegaconf import OmegaConf
 
@@ -90,8 +97,13 @@ def test_every_job_composes_at_the_papers_size_in_bf16(compose_job, chunk: str) 
     for job in chunk_named(chunk).jobs:
         cfg = compose_job(job)
         check_added_keys(cfg, job.overrides)
-        assert cfg.trainer.precision == "bf16-mixed" and cfg.trainer.accelerator == "gpu"
+        # EF's tiny model trains in fp32, like Meta TPP; every other job in bf16 mixed precision
+        precision = "32-true" if cfg.task.family == "ef" else "bf16-mixed"
+        assert cfg.trainer.precision == precision and cfg.trainer.accelerator == "gpu"
         assert cfg.trainer.get("limit_train_batches") in (None, 1.0)
+        if cfg.task.family == "ef":  # Meta TPP's whole schedule at the paper's size, Wiki's marks
+            assert (cfg.model.d_model, cfg.task.max_epochs, cfg.task.monitor.patience) == (64, 6000, 500)
+            assert cfg.task.n_marks == 8226 and cfg.task.max_length == 250
         if cfg.task.family == "lm":
             assert cfg.model.d_model == 410 and cfg.task.max_epochs == 40
             setting = OmegaConf.to_container(cfg.task.setting, resolve=True)

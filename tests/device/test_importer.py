@@ -53,7 +53,7 @@ def test_a_verify_window_marks_verify_done_and_its_run_done(tmp_path: Path) -> N
     assert (
         repo / "results/device/verify/device-verify-cccc-20261127T000000Z/bench-gpu/bench_gpu.md"
     ).is_file()
-    assert next_chunk(repo).name == "tsf"
+    assert next_chunk(repo).name == "ef_wiki"
     assert len(pending_jobs(chunk_named("tsf"), repo)) == len(chunk_named("tsf").jobs) - 1  # ETTh1@96 seed 1
 
 

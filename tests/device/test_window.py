@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow, needs_mirror]
 # Seconds of the smoke window per chunk: verify ends when its checks and two runs are done (about 90 s
 # alone here, 140 s on a busy machine); the others fill their budget with runs, one at a time (a smoke
 # run takes 15-25 s alone here and up to a minute on a busy machine: the first must fit).
-BUDGET = {"verify": 300, "tsf": 90, "ptb": 90, "ptb16": 90, "rl_medium_replay": 120}
+BUDGET = {"verify": 300, "ef_wiki": 90, "tsf": 90, "ptb": 90, "ptb16": 90, "rl_medium_replay": 120}
 
 
 def window(checkout: Path, wheels: Path, tmp_path: Path, chunk: str, edit: str = "") -> tuple[Path, dict]:
@@ -63,7 +63,7 @@ def windows(checkout: Path, wheels: Path, tmp_path_factory: pytest.TempPathFacto
     return get
 
 
-@pytest.mark.parametrize("chunk", ["verify", "tsf", "ptb", "rl_medium_replay"])
+@pytest.mark.parametrize("chunk", ["verify", "ef_wiki", "tsf", "ptb", "rl_medium_replay"])
 def test_smoke_window_of_each_chunk_makes_a_table(
     checkout: Path, windows, tmp_path: Path, chunk: str
 ) -> None:
