@@ -144,6 +144,7 @@ def test_a_stopped_runner_stops_its_jobs_and_still_writes_its_archive(
     assert any(p.startswith("runner stopped: SystemExit") for p in report["problems"])
     stopped = [j for j in report["jobs"] if j["reason"] == "the runner was stopped"]
     assert [j["status"] for j in stopped] == ["killed", "killed"]
+    assert all("epochs_reached" in j for j in stopped)  # None here: killed before a log was flushed
     assert {j["status"] for j in report["jobs"][2:]} == {"pending"}
 
 

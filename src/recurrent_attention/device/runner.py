@@ -15,6 +15,7 @@ and a budget of seconds; the test suite runs every chunk that way.
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
 import hashlib
 import json
@@ -89,6 +90,21 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def epochs_logged(folder: Path) -> int | None:
+    """Epochs a run's CSV log reached (the last logged epoch + 1), else None.
+
+    A job stopped at a window's end brings back no result, but how far it got in how many seconds is
+    the rate the next window's ``parallel`` and costs are sized by (a Wiki run is about one window
+    long). Lightning's CSV logger writes every 100 steps, so the count may trail by an epoch or two.
+    """
+    reached = []
+    for path in sorted(folder.rglob("metrics.csv")) if folder.is_dir() else []:
+        with path.open(newline="") as handle:
+            epochs = [int(float(row["epoch"])) for row in csv.DictReader(handle) if row.get("epoch")]
+        reached += [max(epochs) + 1] if epochs else []
+    return max(reached, default=None)
+
+
 @dataclass
 class JobRecord:
     overrides: list[str]
@@ -98,6 +114,7 @@ class JobRecord:
     seconds: float | None = None
     returncode: int | None = None
     log: str = ""
+    epochs_reached: int | None = None  # of a killed job: how far it got (:func:`epochs_logged`)
 
 
 @dataclass
@@ -325,7 +342,9 @@ class Runner:
                 job.status = "finished"
             else:
                 job.status, job.reason = "killed", reason
-            self.log(f"job {index} {job.status} after {job.seconds:.0f} s: {reason}")
+                job.epochs_reached = epochs_logged(self.job_folder(index))
+            reached = f" (epochs reached: {job.epochs_reached})" if job.status == "killed" else ""
+            self.log(f"job {index} {job.status} after {job.seconds:.0f} s: {reason}{reached}")
             del running[index]
 
     # -- archive -------------------------------------------------------------------------------------
