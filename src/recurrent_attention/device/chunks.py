@@ -118,11 +118,11 @@ def tsf_jobs(seeds: Iterable[int] = (1, 2, 3)) -> tuple[Job, ...]:
 # that the NLL is read from: these jobs train in fp32, like Meta TPP.
 EF_GPU_SETS = ("wiki_ifltpp",)
 # A Wiki run is ~545 epochs of 38 training steps (batch 16) and 13 validation batches: ~20,700 steps
-# of ~1,000 small ops each, where a paper-size ETTh1@96 run is ~1,200 steps of 560-700 (counted on
-# the CPU with the GPU's code paths; docs/device.md). Launch-bound, that is about 30 ETTh1 runs in
-# ops, about 10 in wall time with start-up. The cost stays low on purpose: an estimate over the
-# window would skip every job and teach nothing, while a first wave launched brings back either
-# results or, killed, the epochs each job reached (runner.json).
+# of ~800 small ops each, where a paper-size ETTh1@96 run is ~1,200 steps of 350-480 (counted on the
+# CPU with the GPU's code paths; docs/device.md). Launch-bound, that is about 30 ETTh1 runs in ops,
+# about 10 in wall time with start-up. The cost stays low on purpose: an estimate over the window
+# would skip every job and teach nothing, while a first wave launched brings back either results
+# or, killed, the epochs each job reached (runner.json).
 EF_COST = 3.0
 
 
