@@ -339,11 +339,11 @@ class Runner:
             job = queue[index]
             job.seconds, job.returncode = round(time.monotonic() - started, 1), proc.returncode
             if proc.returncode == 0:  # it finished while being stopped: its record is whole
-                job.status = "finished"
+                job.status, reached = "finished", ""
             else:
                 job.status, job.reason = "killed", reason
                 job.epochs_reached = epochs_logged(self.job_folder(index))
-            reached = f" (epochs reached: {job.epochs_reached})" if job.status == "killed" else ""
+                reached = f" (epochs reached: {job.epochs_reached})"
             self.log(f"job {index} {job.status} after {job.seconds:.0f} s: {reason}{reached}")
             del running[index]
 
