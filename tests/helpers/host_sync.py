@@ -85,9 +85,8 @@ def _is_bool_index(func_name: str, args: tuple) -> bool:
     if func_name not in INDEX_OPS or len(args) < 2:
         return False
     indices = args[1]
-    return any(
-        isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in (indices or ()) if i is not None
-    )
+    masks = (torch.bool, torch.uint8)
+    return any(isinstance(i, torch.Tensor) and i.dtype in masks for i in (indices or ()))
 
 
 class _DispatchRecorder(TorchDispatchMode):
