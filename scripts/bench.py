@@ -38,6 +38,7 @@ from tqdm import tqdm
 from recurrent_attention.bench.attention import as_rows as operator_rows
 from recurrent_attention.bench.attention import operator_timings
 from recurrent_attention.bench.plot import plot_bench, plot_stream_costs
+from recurrent_attention.bench.roofline import bound_rows
 from recurrent_attention.bench.stream_cost import StreamSpec, stream_costs
 from recurrent_attention.bench.stream_cost import as_rows as stream_rows
 from recurrent_attention.bench.streaming import as_rows as step_rows
@@ -109,6 +110,27 @@ def step_table(rows: list[dict]) -> str:
 
 
 _EXTRA_STEPS = ("transformer_onnx", "aaren_onnx", "transformer_cat")
+
+
+def _rates(rows: list[dict]) -> str:
+    if not rows:
+        return "not measured"
+    reads = sorted({r["read_gb_per_s"] for r in rows})
+    return f"{rows[0]['gflops_per_s']:.0f} GFLOP/s; reads {reads[0]:.1f}-{reads[-1]:.1f} GB/s"
+
+
+def roofline_table(rows: list[dict]) -> str:
+    """Each deployed step against this machine's bound (bench/roofline.py), by batch, N and model."""
+    lines = [
+        "| batch | N | step | µs | MFLOP | MB read | bound µs | multiple of the bound |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["batch"], r["n"], r["model"])):
+        lines.append(
+            f"| {r['batch']} | {r['n']} | {r['model']} | {r['us_per_token']:.1f} | {r['flops'] / 1e6:.2f} | "
+            f"{r['read_bytes'] / 1e6:.2f} | {r['bound_us']:.1f} | {r['multiple']:.2f}x |"
+        )
+    return "\n".join(lines)
 
 
 def _rate(value: float | None) -> str:
@@ -395,12 +417,14 @@ def main(argv: list[str] | None = None) -> int:
         exported, files = {}, {}
         if "export" not in args.skip:
             exported, files = exported_steps(models, Path(tmp))
-        steps = []
+        steps, roofline = [], []
         if "steps" not in args.skip:
             timings = step_timings(
                 models, args.contexts, args.batches, exported, progress=progress, rounds=args.rounds
             )
             steps = step_rows(timings)
+            progress("roofline: sgemm rate, read rates, FLOPs per step")
+            roofline = bound_rows(models, steps)
         stream = []
         if "stream" not in args.skip:
             specs = stream_specs(models, arguments, files, args.stream_tokens)
@@ -425,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()},
         "operator": operator,
         "steps": steps,
+        "roofline": roofline,
         "stream": stream,
         "training": training,
     }
@@ -447,6 +472,13 @@ def main(argv: list[str] | None = None) -> int:
             "model's own `step` (no lean or exported form), with a constant state `(S, z)` per layer "
             f"like Aaren's `(m, u, w)`. Parameters: {report['params']}.",
             step_table(steps) if steps else "(skipped)",
+            "## Each step against this machine's bound",
+            "The least time a step could take here: the larger of its FLOPs (matmul FLOPs the model's "
+            "own `step` runs, counted by PyTorch's FlopCounterMode) at this run's fp32 sgemm rate "
+            f"({_rates(roofline)}) and the bytes it reads (weights and the N tokens' state) at this "
+            "run's rate of reading a buffer of that size (rounded down to a power of two); "
+            "the multiple is µs / bound (1.0: the machine's limit). docs/bench.md explains it.",
+            roofline_table(roofline) if roofline else "(skipped)",
             f"## Aaren operator vs causal SDPA ({report['operator_shape']})",
             "Fastest of at least 3 forward+backward calls (after one warm-up) of each.",
             operator_table(operator) if operator else "(skipped)",
