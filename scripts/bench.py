@@ -6,7 +6,7 @@
 2. Per-token inference: µs per ``step`` at batch 1 and 64 with N tokens already in the state, for
    the lean Transformer step (fused q/k/v, a preallocated KV cache written in place, no mask: the
    baseline), Aaren (eager), Aaren's exported step in onnxruntime and causal linear attention (its
-   model's own ``step``; d_model 128, 4 heads, 2 layers); the Transformer whose cache grows by
+   lean step; d_model 128, 4 heads, 2 layers); the Transformer whose cache grows by
    torch.cat is an extra, labelled column.
 3. Figure 5 (Aaren §4.5): cumulative time, state bytes and peak memory growth of N token-by-token
    steps from an empty state, N up to 16384, each model, eager and exported (batch 1).
@@ -469,7 +469,8 @@ def main(argv: list[str] | None = None) -> int:
             "a KV cache preallocated past the timed steps and written in place, one query with no "
             "mask); the torch.cat column grows the cache by concatenation every token (the "
             "block-by-block step under autograd). Linear attention (Katharopoulos et al. 2020) is its "
-            "model's own `step` (no lean or exported form), with a constant state `(S, z)` per layer "
+            "lean step (fused q/k/v, `(S, z)` updated by one batched outer product; no exported "
+            "form), with a constant state `(S, z)` per layer "
             f"like Aaren's `(m, u, w)`. Parameters: {report['params']}.",
             step_table(steps) if steps else "(skipped)",
             "## Each step against this machine's bound",

@@ -9,12 +9,13 @@ import torch
 from recurrent_attention.deploy import CompiledAarenStepper, LeanStepper, fast_stepper
 from recurrent_attention.models import Aaren, CompactRecurrentTransformer, Transformer
 from recurrent_attention.models.blocks import ACTIVATIONS
+from recurrent_attention.models.linear_attention import LinearTransformer
 from recurrent_attention.models.transformer import KVCache
 
 D_MODEL, HEADS = 16, 4
 
 
-@pytest.mark.parametrize("model_class", [Aaren, Transformer])
+@pytest.mark.parametrize("model_class", [Aaren, Transformer, LinearTransformer])
 @pytest.mark.parametrize(
     "options",
     [
@@ -98,6 +99,7 @@ def test_fast_stepper_picks_the_fastest_form_and_otherwise_the_model() -> None:
     aaren = Aaren(D_MODEL, HEADS, 1, 32)
     assert type(fast_stepper(aaren)) is CompiledAarenStepper
     assert type(fast_stepper(Transformer(D_MODEL, HEADS, 1, 32))) is LeanStepper
+    assert type(fast_stepper(LinearTransformer(D_MODEL, HEADS, 1, 32))) is LeanStepper
     crt = CompactRecurrentTransformer(D_MODEL, HEADS, 1, 32, seg_len=4)
     assert fast_stepper(crt) is crt
     with pytest.raises(TypeError, match="lean step"):
@@ -128,3 +130,20 @@ def test_an_activation_the_compiled_step_lacks_is_refused_and_fast_stepper_takes
             rtol=1e-6,
             atol=1e-6,
         )
+
+
+@pytest.mark.parametrize("model_class", [Aaren, Transformer, LinearTransformer])
+def test_one_state_stepped_twice_gives_the_same_step(model_class: type) -> None:
+    """A lean step never writes its input state in place, so a state can be branched (beam search,
+    a what-if token): the same token from one state twice gives the same output and state."""
+    torch.manual_seed(0)
+    model = model_class(D_MODEL, HEADS, 2, 32, dropout=0.0).double().eval()
+    lean = LeanStepper(model)
+    x = torch.randn(5, 2, D_MODEL, dtype=torch.float64)
+    with torch.no_grad():
+        state = model.init_state(2, dtype=torch.float64)
+        for x_t in x[:-1]:
+            _, state = lean.step(x_t, state)
+        first, _ = lean.step(x[-1], state)
+        again, _ = lean.step(x[-1], state)
+    torch.testing.assert_close(first, again, rtol=0, atol=0)

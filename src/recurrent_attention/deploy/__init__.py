@@ -5,7 +5,8 @@ PyTorch. What makes a step fast, or portable, wraps a trained backbone from here
 caches here, never in the model:
 
 - :mod:`~.lean`: :class:`LeanStepper`, a residual stack's eval step on weights laid out once
-  (:mod:`~.mixers` lays out each attention's; :mod:`~.kv_cache` grows a Transformer's cache in place);
+  (:mod:`~.mixers` lays out each attention's: softmax, Aaren, linear; :mod:`~.kv_cache` grows a
+  Transformer's cache in place);
 - :mod:`~.compiled`: :class:`CompiledAarenStepper`, Aaren's lean step as one C++ call;
 - :mod:`~.onnx_aaren` and :mod:`~.onnx_kv`: Aaren's and the Transformer's steps as ONNX graphs
   with onnxruntime streams (:mod:`~.onnx_io` writes and opens the files).
