@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recurrent_attention.deploy import CompiledAarenStepper, LeanStepper, fast_stepper
+from recurrent_attention.deploy import CompiledAarenStepper, LeanMixerStepper, LeanStepper, fast_stepper
 from recurrent_attention.models import Aaren, CompactRecurrentTransformer, Transformer
+from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.models.blocks import ACTIVATIONS
-from recurrent_attention.models.linear_attention import LinearTransformer
-from recurrent_attention.models.transformer import KVCache
+from recurrent_attention.models.linear_attention import LinearAttention, LinearTransformer
+from recurrent_attention.models.transformer import CausalSelfAttention, KVCache
 
 D_MODEL, HEADS = 16, 4
 
@@ -147,3 +148,34 @@ def test_one_state_stepped_twice_gives_the_same_step(model_class: type) -> None:
         first, _ = lean.step(x[-1], state)
         again, _ = lean.step(x[-1], state)
     torch.testing.assert_close(first, again, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mixer_class", [AarenAttention, LinearAttention, CausalSelfAttention])
+def test_a_lone_mixer_steps_lean_and_follows_its_parameters(mixer_class: type) -> None:
+    """:class:`LeanMixerStepper` (video's time attention) equals the mixer's own step, and after an
+    optimiser step and a load it steps on the new weights, not the layout it built first."""
+    torch.manual_seed(0)
+    mixer = mixer_class(D_MODEL, HEADS).double().eval()
+    stepper = LeanMixerStepper(mixer)
+    x = torch.randn(6, 3, D_MODEL, dtype=torch.float64)
+
+    def both() -> tuple[torch.Tensor, torch.Tensor]:
+        lean_state = own_state = mixer.init_state(3, dtype=torch.float64)
+        with torch.no_grad():
+            for x_t in x:
+                lean, lean_state = stepper.step(x_t, lean_state)
+                own, own_state = mixer.step(x_t, own_state)
+        return lean, own
+
+    lean, own = both()
+    torch.testing.assert_close(lean, own, rtol=1e-12, atol=1e-12)
+    assert stepper._mix is not None
+    optimizer = torch.optim.SGD(mixer.parameters(), lr=0.5)
+    mixer(torch.randn(3, 5, D_MODEL, dtype=torch.float64))[0].square().sum().backward()
+    optimizer.step()
+    lean_after, own_after = both()
+    assert not torch.allclose(lean_after, lean)
+    torch.testing.assert_close(lean_after, own_after, rtol=1e-12, atol=1e-12)
+    other = mixer_class(D_MODEL, HEADS).double().eval()
+    mixer.load_state_dict(other.state_dict())
+    torch.testing.assert_close(*both(), rtol=1e-12, atol=1e-12)

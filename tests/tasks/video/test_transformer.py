@@ -141,10 +141,12 @@ def test_step_equals_the_parallel_pass_with_a_state_of_constant_size(mixer: str)
     state = model.init_state(2, video)
     sizes = []
     for t in range(5):
-        features, state = model.step(video[:, :, t], state)
+        with torch.no_grad():  # a stream's step: the mixers' deployed (lean) steps
+            features, state = model.step(video[:, :, t], state)
         torch.testing.assert_close(features, expected[:, t])
         sizes.append(sum(x.numel() for block in state.blocks for x in block) + state.feature_sum.numel())
     assert len(set(sizes)) == 1 and state.frames == 5
+    assert all(block.temporal_attn.stepper._mix is not None for block in model.blocks)
 
 
 @pytest.mark.parametrize(("cls", "mixer"), [(TimeSformer, "softmax"), (CRViT, "aaren"), (CRViT, "linear")])
