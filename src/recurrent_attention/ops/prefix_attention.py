@@ -8,9 +8,11 @@ score ``r`` (:class:`_ChunkCumulativeAttention`, O(C·D) per chunk), except for 
 score more than ~44 (fp32) above ``r`` on, which take masked ``C x C`` weights ``exp(s_i - m_k)``
 under the true prefix max ``m_k`` (:class:`_ChunkLocalAttention`, one batched matmul, no weight can
 overflow), safe with any scores, 1e4 or -inf. Either way a row sees only the tokens up to it.
-:data:`PATHS` names the three equivalent paths (``scan``, ``recurrent``, ``chunked``) for
-:func:`prefix_attention`. The chunked path's speed against SDPA and the other paths:
-``results/bench/bench.md`` (``make bench``).
+That choice reads the scores, so it is made on the CPU only; on an accelerator every row takes the
+prefix-max kernel and nothing is read back (no host-device sync). :data:`PATHS` names the three
+equivalent paths (``scan``, ``recurrent``, ``chunked``) for
+:func:`~recurrent_attention.ops.attention_op.prefix_attention`. The chunked path's speed against
+SDPA and the other paths: ``results/bench/bench.md`` (``make bench``).
 
 As in :mod:`.scan`, every path computes in float32 (or float64 if given float64) and returns the
 values' dtype. Shapes: scores ``(..., N)``, values ``(..., N, D)``; a state holds ``m, u`` of shape
@@ -30,6 +32,7 @@ from recurrent_attention.ops.scan import (
     ScanState,
     attention_recurrent,
     attention_scan,
+    autocast_off,
     compute_dtype,
     empty_state,
     final_state,
@@ -243,25 +246,39 @@ def attention_chunked(
 ) -> tuple[Tensor, ScanState]:
     """All prefix outputs from a kernel per chunk and a scan over the chunks' summaries.
 
-    The kernel is :class:`_ChunkCumulativeAttention` (on CPU its C++ form, :mod:`.native`, where
-    that builds); the rows it calls late (a score far above the chunk's first, or NaN) come from
-    :class:`_ChunkLocalAttention` instead, which is exact for any scores and runs on the sequences
-    with a late row only. ``chunk_size`` None picks each
-    kernel's own (:func:`cumulative_chunk_size`, :func:`prefix_max_chunk_size`). A sequence of one
-    chunk needs no summary and no scan: the kernel's last row is the final state.
+    On the CPU the kernel is :class:`_ChunkCumulativeAttention` (its C++ form, :mod:`.native`,
+    where that builds); the rows it calls late (a score far above the chunk's first, or NaN) come
+    from :class:`_ChunkLocalAttention` instead, which is exact for any scores and runs on the
+    sequences with a late row only. Both choices read the scores, which on the CPU is a memory
+    access; on any other device it would be a host-device sync (:func:`reads_are_free`), so there
+    every row takes :class:`_ChunkLocalAttention`: the same exact outputs, no read. ``chunk_size``
+    None picks each kernel's own (:func:`cumulative_chunk_size`, :func:`prefix_max_chunk_size`).
+    A sequence of one chunk needs no summary and no scan: the kernel's last row is the final state.
     """
     out_dtype = values.dtype
     dtype = compute_dtype(out_dtype)
-    scores, values = scores.to(dtype), values.to(dtype)
-    if state is not None:
-        state = ScanState(*(t.to(dtype) for t in state))
-    n = scores.shape[-1]
-    size = cumulative_chunk_size(n) if chunk_size is None else chunk_size
-    out, final, late = _chunked(_cumulative_kernel, scores, values, state, size)
-    if late is not None:
-        size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
-        out, final = _replace_late_rows(scores, values, state, size, out, final, late)
-    return out.to(out_dtype), final
+    with autocast_off(values.device):
+        scores, values = scores.to(dtype), values.to(dtype)
+        if state is not None:
+            state = ScanState(*(t.to(dtype) for t in state))
+        n = scores.shape[-1]
+        if not reads_are_free(scores.device):
+            size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
+            out, final, _ = _chunked(_prefix_max_kernel, scores, values, state, size)
+            return out.to(out_dtype), final
+        size = cumulative_chunk_size(n) if chunk_size is None else chunk_size
+        out, final, late = _chunked(_cumulative_kernel, scores, values, state, size)
+        if late is not None:
+            size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
+            out, final = _replace_late_rows(scores, values, state, size, out, final, late)
+        return out.to(out_dtype), final
+
+
+def reads_are_free(device: torch.device) -> bool:
+    """Whether the chunked path may choose a kernel by reading the scores on ``device``: on the CPU
+    a read is a memory access; on an accelerator it makes the host wait for the device (a sync, once
+    per layer and step), so there the choice must not depend on the data."""
+    return device.type == "cpu"
 
 
 def _replace_late_rows(
@@ -383,14 +400,3 @@ def _carries(summaries: ScanState, state: ScanState | None) -> tuple[ScanState, 
 
 
 PATHS = {"scan": attention_scan, "recurrent": attention_recurrent, "chunked": attention_chunked}
-
-
-def prefix_attention(
-    scores: Tensor, values: Tensor, state: ScanState | None = None, path: str = "chunked"
-) -> tuple[Tensor, ScanState]:
-    """Dispatch to one of the three equivalent paths by name (``scan``, ``recurrent``, ``chunked``)."""
-    try:
-        fn = PATHS[path]
-    except KeyError:
-        raise ValueError(f"unknown prefix-attention path {path!r}; choose one of {sorted(PATHS)}") from None
-    return fn(scores, values, state)
