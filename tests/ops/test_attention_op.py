@@ -15,6 +15,7 @@ import torch
 from recurrent_attention.ops import PATHS, ScanState, attention_chunked
 from recurrent_attention.ops.attention_op import chunked_prefix_attention
 from tests.helpers.host_sync import record_host_syncs
+from tests.ops.kernels import use_cumulative_kernel
 from tests.ops.test_prefix_attention import naive_prefix_attention
 
 prefix_attention_module = importlib.import_module("recurrent_attention.ops.prefix_attention")
@@ -69,8 +70,10 @@ def test_bf16_autocast_values_and_gradients_match_the_naive_softmax(path: str, n
 
 
 def accelerator_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chunked path as it runs off the CPU (no choice by reading the scores), here on the CPU."""
+    """The chunked path as it runs off the CPU (no choice by reading the scores, no C++ kernel),
+    here on the CPU."""
     monkeypatch.setattr(prefix_attention_module, "reads_are_free", lambda _device: False)
+    use_cumulative_kernel(False, monkeypatch)
 
 
 @pytest.mark.parametrize("chunk_size", [None, 8])
@@ -97,9 +100,10 @@ def test_accelerator_rule_is_exact_for_any_scores_and_reads_nothing(
 
 
 def op_inputs(with_state: bool) -> tuple:
+    """Scores and values as Aaren hands them over: heads-first views of ``(B, N, H)`` tensors."""
     gen = torch.Generator().manual_seed(5)
-    scores = (torch.randn(2, 3, 13, generator=gen, dtype=torch.float64) * 4).requires_grad_()
-    values = torch.randn(2, 3, 13, 4, generator=gen, dtype=torch.float64).requires_grad_()
+    scores = (torch.randn(2, 13, 3, generator=gen, dtype=torch.float64) * 4).requires_grad_().transpose(1, 2)
+    values = torch.randn(2, 13, 3, 4, generator=gen, dtype=torch.float64).requires_grad_().transpose(1, 2)
     if not with_state:
         return scores, values, None, None, None
     m = torch.randn(2, 3, generator=gen, dtype=torch.float64)

@@ -14,9 +14,9 @@ equivalent paths (``scan``, ``recurrent``, ``chunked``) for
 :func:`~recurrent_attention.ops.attention_op.prefix_attention`. The chunked path's speed against
 SDPA and the other paths: ``results/bench/bench.md`` (``make bench``).
 
-As in :mod:`.scan`, every path computes in float32 (or float64 if given float64) and returns the
-values' dtype. Shapes: scores ``(..., N)``, values ``(..., N, D)``; a state holds ``m, u`` of shape
-``(...)`` and ``w`` of shape ``(..., D)``.
+As in :mod:`.scan`, every path computes in float32 (or float64 if given float64), under autocast
+too (:func:`autocast_off`), and returns the values' dtype. Shapes: scores ``(..., N)``, values
+``(..., N, D)``; a state holds ``m, u`` of shape ``(...)`` and ``w`` of shape ``(..., D)``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from recurrent_attention.ops.scan import (
     ScanState,
     attention_recurrent,
     attention_scan,
-    autocast_off,
     compute_dtype,
     empty_state,
     final_state,
@@ -218,6 +217,14 @@ class _ChunkCumulativeAttention(torch.autograd.Function):
             grad_carry_w = carried.unsqueeze(-1) * later_numerator[..., 0, :]
             grad_carry_u = -carried * minus_later_denominator[..., 0]
         return grad_s, later_numerator.mul_(e.unsqueeze(-1)), None, grad_carry_u, grad_carry_w
+
+
+def autocast_off(device: torch.device) -> torch.autocast:
+    """Autocast switched off on ``device``'s type, for :func:`attention_chunked`'s body: it casts to
+    its compute dtype itself, and autocast would run its matrix products in bf16/fp16 again, losing
+    the float32 sums and handing a hand-written backward tensors of two dtypes (issue 64's
+    ``expected m1 and m2 to have the same dtype``). Any device type, so CUDA's autocast is off too."""
+    return torch.autocast(device.type, enabled=False)
 
 
 def cumulative_chunk_size(n: int) -> int:

@@ -12,9 +12,9 @@ outputs can be computed in ways that must agree. This module holds the paper's t
 The fast path that training runs, :func:`~recurrent_attention.ops.prefix_attention.attention_chunked`,
 is built from these pieces plus kernels with hand-written backwards (:mod:`.prefix_attention`).
 
-Every form computes in float32 (or float64 if given float64), with autocast off inside (so under
-``torch.autocast`` too), and returns the values' dtype, so fp16/bf16 inputs and scores of magnitude
-1e4 give no NaN or inf. Shapes: scores ``(..., N)``,
+Every form computes in float32 (or float64 if given float64), under ``torch.autocast`` too (they
+have no matrix product for it to cast), and returns the values' dtype, so fp16/bf16 inputs and
+scores of magnitude 1e4 give no NaN or inf. Shapes: scores ``(..., N)``,
 values ``(..., N, D)``; a state holds ``m, u`` of shape ``(...)`` and ``w`` of shape ``(..., D)``.
 """
 
@@ -51,14 +51,6 @@ def empty_state(
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype every form computes in for values of ``dtype``: float64 stays, all else float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def autocast_off(device: torch.device) -> torch.autocast:
-    """Autocast switched off on ``device``'s type, for a path's body: the paths cast to their compute
-    dtype themselves, and autocast would run their matrix products in bf16/fp16 again, losing the
-    float32 sums and handing a hand-written backward tensors of two dtypes (issue 64's
-    ``expected m1 and m2 to have the same dtype``). Any device type, so CUDA's autocast is off too."""
-    return torch.autocast(device.type, enabled=False)
 
 
 def rescale_factor(m_old: Tensor, m_new: Tensor) -> Tensor:
@@ -125,11 +117,10 @@ def attention_scan(
 ) -> tuple[Tensor, ScanState]:
     """All prefix outputs by the parallel prefix scan of ``⊕`` on the leaves ``(s_i, 1, v_i)``."""
     out_dtype = values.dtype
-    with autocast_off(values.device):
-        scores, values, state = _as_compute(scores, values, state)
-        leaves = ScanState(scores, torch.ones_like(scores), values)
-        prefixes = prepend_state(inclusive_scan(leaves), state)
-        return _readout(prefixes).to(out_dtype), final_state(prefixes)
+    scores, values, state = _as_compute(scores, values, state)
+    leaves = ScanState(scores, torch.ones_like(scores), values)
+    prefixes = prepend_state(inclusive_scan(leaves), state)
+    return _readout(prefixes).to(out_dtype), final_state(prefixes)
 
 
 def attention_step(
@@ -163,10 +154,9 @@ def attention_recurrent(
 ) -> tuple[Tensor, ScanState]:
     """All prefix outputs by running :func:`attention_step` token after token (O(1) state)."""
     out_dtype = values.dtype
-    with autocast_off(values.device):
-        scores, values, state = _as_compute(scores, values, state)
-        outputs = []
-        for k in range(scores.shape[-1]):
-            out, state = attention_step(scores[..., k], values[..., k, :], state)
-            outputs.append(out)
-        return torch.stack(outputs, dim=-2).to(out_dtype), state
+    scores, values, state = _as_compute(scores, values, state)
+    outputs = []
+    for k in range(scores.shape[-1]):
+        out, state = attention_step(scores[..., k], values[..., k, :], state)
+        outputs.append(out)
+    return torch.stack(outputs, dim=-2).to(out_dtype), state
