@@ -99,11 +99,11 @@ def test_accelerator_rule_is_exact_for_any_scores_and_reads_nothing(
         torch.testing.assert_close(actual, expected, rtol=1e-9, atol=1e-10)
 
 
-def op_inputs(with_state: bool) -> tuple:
+def op_inputs(with_state: bool, n: int = 13) -> tuple:
     """Scores and values as Aaren hands them over: heads-first views of ``(B, N, H)`` tensors."""
     gen = torch.Generator().manual_seed(5)
-    scores = (torch.randn(2, 13, 3, generator=gen, dtype=torch.float64) * 4).requires_grad_().transpose(1, 2)
-    values = torch.randn(2, 13, 3, 4, generator=gen, dtype=torch.float64).requires_grad_().transpose(1, 2)
+    scores = (torch.randn(2, n, 3, generator=gen, dtype=torch.float64) * 4).requires_grad_().transpose(1, 2)
+    values = torch.randn(2, n, 3, 4, generator=gen, dtype=torch.float64).requires_grad_().transpose(1, 2)
     if not with_state:
         return scores, values, None, None, None
     m = torch.randn(2, 3, generator=gen, dtype=torch.float64)
@@ -112,21 +112,23 @@ def op_inputs(with_state: bool) -> tuple:
     return scores, values, m, u, w
 
 
-@pytest.mark.parametrize("with_state", [False, True])
-def test_custom_op_passes_opcheck(with_state: bool) -> None:
-    """Schema, fake (meta) implementation, autograd registration and AOT dispatch agree with the op."""
-    torch.library.opcheck(chunked_prefix_attention, op_inputs(with_state))
+@pytest.mark.parametrize(("with_state", "n"), [(True, 13), (False, 1030)])  # one chunk; three, padded
+def test_custom_op_passes_opcheck(with_state: bool, n: int) -> None:
+    """Schema, fake (meta) implementation (shapes, dtypes, strides), autograd registration and AOT
+    dispatch agree with the op."""
+    torch.library.opcheck(chunked_prefix_attention, op_inputs(with_state, n))
 
 
-def test_custom_op_values_and_gradients_equal_the_naive_softmax() -> None:
+@pytest.mark.parametrize("n", [13, 1030])  # one chunk, three
+def test_custom_op_values_and_gradients_equal_the_naive_softmax(n: int) -> None:
     """The op's outputs, final state and backward (its second op) against the naive softmax over the
     state's tokens then the new ones: the state ``(m, u, w)`` stands for tokens of scores ``s0`` and
     values ``v0`` with ``u = sum exp(s0 - m)``, ``w = sum exp(s0 - m) v0``."""
     gen = torch.Generator().manual_seed(9)
     earlier_s = torch.randn(2, 3, 6, generator=gen, dtype=torch.float64) * 3
     earlier_v = torch.randn(2, 3, 6, 4, generator=gen, dtype=torch.float64)
-    scores, values, *_ = op_inputs(False)
-    weights = torch.randn(2, 3, 13, 4, generator=gen, dtype=torch.float64)
+    scores, values, *_ = op_inputs(False, n)
+    weights = torch.randn(2, 3, n, 4, generator=gen, dtype=torch.float64)
     weight_u, weight_w = torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 3, 4, dtype=torch.float64)
     results = []
     for op in (True, False):
@@ -137,7 +139,7 @@ def test_custom_op_values_and_gradients_equal_the_naive_softmax() -> None:
         if op:
             out, final_m, final_u, final_w = chunked_prefix_attention(s, v, m, u, w)
             final = ScanState(final_m, final_u, final_w)
-        else:  # the naive softmax over all 19 tokens, and the final state's true sums
+        else:  # the naive softmax over all 6 + n tokens, and the final state's true sums
             all_s, all_v = torch.cat([s0, s], -1), torch.cat([v0, v], -2)
             out = naive_prefix_attention(all_s, all_v)[..., 6:, :]
             top = all_s.detach().amax(-1, keepdim=True)

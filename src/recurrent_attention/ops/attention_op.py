@@ -14,6 +14,9 @@ cancels in the outputs (as everywhere in :mod:`.prefix_attention`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -50,6 +53,27 @@ def _fake(
     )
 
 
+@contextlib.contextmanager
+def _autograd_on() -> Iterator[None]:
+    """Autograd recording inside an op's implementation. The dispatcher calls it below autograd,
+    with autograd's dispatch keys excluded, so ``enable_grad`` alone records only the autograd
+    functions (which check grad mode, not the keys), not the plain ops between them: those keys are
+    put back for the duration, as torch's own higher-order ops do."""
+    excluded = torch._C._dispatch_tls_local_exclude_set()
+    for key in _AUTOGRAD_KEYS:
+        excluded = excluded.remove(key)
+    included = torch._C._dispatch_tls_local_include_set()
+    with torch._C._ForceDispatchKeyGuard(included, excluded), torch.enable_grad():
+        yield
+
+
+_AUTOGRAD_KEYS = (
+    torch._C.DispatchKey.AutogradFunctionality,
+    torch._C.DispatchKey.AutogradOther,
+    torch._C.DispatchKey.AutogradNestedTensor,
+)
+
+
 @torch.library.custom_op(f"{OP}_backward", mutates_args=())
 def chunked_prefix_attention_backward(
     scores: Tensor,
@@ -64,7 +88,7 @@ def chunked_prefix_attention_backward(
     """Gradients of ``out``, ``u``, ``w`` to ``scores``, ``values``, ``u``, ``w`` by running the
     forward again with autograd on; without a state the last two are empty. Contiguous, as
     :func:`_fake_backward` says (autograd would give a strided input's gradient its strides)."""
-    with torch.enable_grad():
+    with _autograd_on():
         inputs = (scores, values) if m is None else (scores, values, u, w)
         leaves = [t.detach().requires_grad_() for t in inputs]
         state = None if m is None else ScanState(m, *leaves[2:])
