@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from recurrent_attention.ops import PATHS, ScanState, attention_chunked
-from recurrent_attention.ops.attention_op import chunked_prefix_attention
+from recurrent_attention.ops.attention_op import chunked_prefix_attention, chunked_prefix_attention_backward
 from tests.helpers.host_sync import record_host_syncs
 from tests.ops.kernels import use_cumulative_kernel
 from tests.ops.test_prefix_attention import naive_prefix_attention
@@ -117,6 +117,15 @@ def test_custom_op_passes_opcheck(with_state: bool, n: int) -> None:
     """Schema, fake (meta) implementation (shapes, dtypes, strides), autograd registration and AOT
     dispatch agree with the op."""
     torch.library.opcheck(chunked_prefix_attention, op_inputs(with_state, n))
+
+
+def test_custom_backward_op_passes_opcheck() -> None:
+    """The backward op alone (it is what a compiled backward graph calls): its fake gradients are
+    contiguous, so the real ones must be too, whatever the inputs' strides."""
+    scores, values, m, u, w = (t.detach() if t is not None else None for t in op_inputs(True))
+    gen = torch.Generator().manual_seed(2)
+    grads = [torch.randn(t.shape, generator=gen, dtype=torch.float64) for t in (values, u, w)]
+    torch.library.opcheck(chunked_prefix_attention_backward, (scores, values, m, u, w, *grads))
 
 
 @pytest.mark.parametrize("n", [13, 1030])  # one chunk, three
