@@ -86,8 +86,9 @@ def chunked_prefix_attention_backward(
     grad_w: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Gradients of ``out``, ``u``, ``w`` to ``scores``, ``values``, ``u``, ``w`` by running the
-    forward again with autograd on; without a state the last two are empty. Contiguous, as
-    :func:`_fake_backward` says (autograd would give a strided input's gradient its strides)."""
+    forward again with autograd on; without a state the last two are empty. Contiguous whatever
+    the inputs' strides, as :func:`_fake_backward` says. Gradients of unused outputs come as zeros
+    (the op's autograd materialises them)."""
     with _autograd_on():
         inputs = (scores, values) if m is None else (scores, values, u, w)
         leaves = [t.detach().requires_grad_() for t in inputs]
