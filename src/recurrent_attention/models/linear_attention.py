@@ -44,8 +44,12 @@ class LinearState(NamedTuple):
 
 
 def feature_map(x: Tensor) -> Tensor:
-    """``elu(x) + 1``: positive features, so the attention weights are positive (the paper's choice)."""
-    return F.elu(x) + 1
+    """``elu(x) + 1``: positive features, so the attention weights are positive (the paper's choice).
+
+    Taken of a contiguous copy: on the heads' strided view of the projection, ``elu``'s backward gives
+    its gradient other strides in eager mode than torch.compile's trace assumes, and the compiled
+    backward (``aot_eager``) fails on a ``view`` of it."""
+    return F.elu(x.contiguous()) + 1
 
 
 def _normalised(numerator: Tensor, denominator: Tensor) -> Tensor:

@@ -8,13 +8,15 @@ score ``r`` (:class:`_ChunkCumulativeAttention`, O(C·D) per chunk), except for 
 score more than ~44 (fp32) above ``r`` on, which take masked ``C x C`` weights ``exp(s_i - m_k)``
 under the true prefix max ``m_k`` (:class:`_ChunkLocalAttention`, one batched matmul, no weight can
 overflow), safe with any scores, 1e4 or -inf. Either way a row sees only the tokens up to it.
-:data:`PATHS` names the three equivalent paths (``scan``, ``recurrent``, ``chunked``) for
-:func:`prefix_attention`. The chunked path's speed against SDPA and the other paths:
-``results/bench/bench.md`` (``make bench``).
+That choice reads the scores, so it is made on the CPU only; on an accelerator every row takes the
+prefix-max kernel and nothing is read back (no host-device sync). :data:`PATHS` names the three
+equivalent paths (``scan``, ``recurrent``, ``chunked``) for
+:func:`~recurrent_attention.ops.attention_op.prefix_attention`. The chunked path's speed against
+SDPA and the other paths: ``results/bench/bench.md`` (``make bench``).
 
-As in :mod:`.scan`, every path computes in float32 (or float64 if given float64) and returns the
-values' dtype. Shapes: scores ``(..., N)``, values ``(..., N, D)``; a state holds ``m, u`` of shape
-``(...)`` and ``w`` of shape ``(..., D)``.
+As in :mod:`.scan`, every path computes in float32 (or float64 if given float64), under autocast
+too (:func:`autocast_off`), and returns the values' dtype. Shapes: scores ``(..., N)``, values
+``(..., N, D)``; a state holds ``m, u`` of shape ``(...)`` and ``w`` of shape ``(..., D)``.
 """
 
 from __future__ import annotations
@@ -217,6 +219,14 @@ class _ChunkCumulativeAttention(torch.autograd.Function):
         return grad_s, later_numerator.mul_(e.unsqueeze(-1)), None, grad_carry_u, grad_carry_w
 
 
+def autocast_off(device: torch.device) -> torch.autocast:
+    """Autocast switched off on ``device``'s type, for :func:`attention_chunked`'s body: it casts to
+    its compute dtype itself, and autocast would run its matrix products in bf16/fp16 again, losing
+    the float32 sums and handing a hand-written backward tensors of two dtypes (issue 64's
+    ``expected m1 and m2 to have the same dtype``). Any device type, so CUDA's autocast is off too."""
+    return torch.autocast(device.type, enabled=False)
+
+
 def cumulative_chunk_size(n: int) -> int:
     """For :class:`_ChunkCumulativeAttention`: one chunk up to 1024 tokens (no scan), then 512.
 
@@ -243,25 +253,39 @@ def attention_chunked(
 ) -> tuple[Tensor, ScanState]:
     """All prefix outputs from a kernel per chunk and a scan over the chunks' summaries.
 
-    The kernel is :class:`_ChunkCumulativeAttention` (on CPU its C++ form, :mod:`.native`, where
-    that builds); the rows it calls late (a score far above the chunk's first, or NaN) come from
-    :class:`_ChunkLocalAttention` instead, which is exact for any scores and runs on the sequences
-    with a late row only. ``chunk_size`` None picks each
-    kernel's own (:func:`cumulative_chunk_size`, :func:`prefix_max_chunk_size`). A sequence of one
-    chunk needs no summary and no scan: the kernel's last row is the final state.
+    On the CPU the kernel is :class:`_ChunkCumulativeAttention` (its C++ form, :mod:`.native`,
+    where that builds); the rows it calls late (a score far above the chunk's first, or NaN) come
+    from :class:`_ChunkLocalAttention` instead, which is exact for any scores and runs on the
+    sequences with a late row only. Both choices read the scores, which on the CPU is a memory
+    access; on any other device it would be a host-device sync (:func:`reads_are_free`), so there
+    every row takes :class:`_ChunkLocalAttention`: the same exact outputs, no read. ``chunk_size``
+    None picks each kernel's own (:func:`cumulative_chunk_size`, :func:`prefix_max_chunk_size`).
+    A sequence of one chunk needs no summary and no scan: the kernel's last row is the final state.
     """
     out_dtype = values.dtype
     dtype = compute_dtype(out_dtype)
-    scores, values = scores.to(dtype), values.to(dtype)
-    if state is not None:
-        state = ScanState(*(t.to(dtype) for t in state))
-    n = scores.shape[-1]
-    size = cumulative_chunk_size(n) if chunk_size is None else chunk_size
-    out, final, late = _chunked(_cumulative_kernel, scores, values, state, size)
-    if late is not None:
-        size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
-        out, final = _replace_late_rows(scores, values, state, size, out, final, late)
-    return out.to(out_dtype), final
+    with autocast_off(values.device):
+        scores, values = scores.to(dtype), values.to(dtype)
+        if state is not None:
+            state = ScanState(*(t.to(dtype) for t in state))
+        n = scores.shape[-1]
+        if not reads_are_free(scores.device):
+            size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
+            out, final, _ = _chunked(_prefix_max_kernel, scores, values, state, size)
+            return out.to(out_dtype), final
+        size = cumulative_chunk_size(n) if chunk_size is None else chunk_size
+        out, final, late = _chunked(_cumulative_kernel, scores, values, state, size)
+        if late is not None:
+            size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
+            out, final = _replace_late_rows(scores, values, state, size, out, final, late)
+        return out.to(out_dtype), final
+
+
+def reads_are_free(device: torch.device) -> bool:
+    """Whether the chunked path may choose a kernel by reading the scores on ``device``: on the CPU
+    a read is a memory access; on an accelerator it makes the host wait for the device (a sync, once
+    per layer and step), so there the choice must not depend on the data."""
+    return device.type == "cpu"
 
 
 def _replace_late_rows(
@@ -383,14 +407,3 @@ def _carries(summaries: ScanState, state: ScanState | None) -> tuple[ScanState, 
 
 
 PATHS = {"scan": attention_scan, "recurrent": attention_recurrent, "chunked": attention_chunked}
-
-
-def prefix_attention(
-    scores: Tensor, values: Tensor, state: ScanState | None = None, path: str = "chunked"
-) -> tuple[Tensor, ScanState]:
-    """Dispatch to one of the three equivalent paths by name (``scan``, ``recurrent``, ``chunked``)."""
-    try:
-        fn = PATHS[path]
-    except KeyError:
-        raise ValueError(f"unknown prefix-attention path {path!r}; choose one of {sorted(PATHS)}") from None
-    return fn(scores, values, state)

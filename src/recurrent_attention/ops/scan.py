@@ -12,8 +12,9 @@ outputs can be computed in ways that must agree. This module holds the paper's t
 The fast path that training runs, :func:`~recurrent_attention.ops.prefix_attention.attention_chunked`,
 is built from these pieces plus kernels with hand-written backwards (:mod:`.prefix_attention`).
 
-Every form computes in float32 (or float64 if given float64) and returns the values' dtype, so
-fp16/bf16 inputs and scores of magnitude 1e4 give no NaN or inf. Shapes: scores ``(..., N)``,
+Every form computes in float32 (or float64 if given float64), under ``torch.autocast`` too (they
+have no matrix product for it to cast), and returns the values' dtype, so fp16/bf16 inputs and
+scores of magnitude 1e4 give no NaN or inf. Shapes: scores ``(..., N)``,
 values ``(..., N, D)``; a state holds ``m, u`` of shape ``(...)`` and ``w`` of shape ``(..., D)``.
 """
 
