@@ -24,8 +24,8 @@ Nothing here reads a value back to the host (a GPU training step never waits for
 training forward is one graph for ``torch.compile``: the refresh's choice between the series and
 the exact inverse is made on the device (:meth:`NCGRU.refresh_inverse`), and the compiled graph,
 which cannot read a parameter's version counter without breaking, refreshes at every forward.
-:class:`GRU` runs ``nn.GRU`` eagerly (cuDNN's fused kernel on a GPU) and, under ``torch.compile``
-(which cannot trace ``nn.GRU``), the same cell written out step by step (:func:`gru_loop`).
+:class:`GRU` calls ``nn.GRU``'s kernel on parameters held outside the ``nn.GRU`` module, which
+``torch.compile`` refuses to trace.
 
 Every cell has one interface: ``outputs, h_last = cell(x (B, N, d_in), h0 (B, d_hidden))``.
 """
@@ -245,28 +245,6 @@ class NCGRU(GatedRecurrence):
         return mod_relu(z, self.mod_bias)
 
 
-def gru_loop(
-    x: Tensor, h: Tensor, weight_ih: Tensor, weight_hh: Tensor, bias_ih: Tensor, bias_hh: Tensor
-) -> tuple[Tensor, Tensor]:
-    """``nn.GRU``'s cell (one layer, batch first) step by step, in ops ``torch.compile`` traces:
-
-        r, u = sigma(W_ir x + b_ir + W_hr h + b_hr), sigma(W_iu x + b_iu + W_hu h + b_hu)
-        c = tanh(W_ic x + b_ic + r * (W_hc h + b_hc))      h' = (1 - u) * c + u * h
-
-    (PyTorch's gate order r, u, c in the stacked weights; its ``u`` keeps the old state).
-    """
-    inputs = F.linear(x, weight_ih, bias_ih)
-    outputs = []
-    for t in range(x.shape[1]):
-        in_r, in_u, in_c = inputs[:, t].chunk(3, dim=-1)
-        hid_r, hid_u, hid_c = F.linear(h, weight_hh, bias_hh).chunk(3, dim=-1)
-        r, u = torch.sigmoid(in_r + hid_r), torch.sigmoid(in_u + hid_u)
-        candidate = torch.tanh(in_c + r * hid_c)
-        h = candidate + u * (h - candidate)
-        outputs.append(h)
-    return torch.stack(outputs, dim=1), h
-
-
 class GRUWeights(nn.Module):
     """``nn.GRU(input_size, hidden_size)``'s parameters under its names (``weight_ih_l0``, ...),
     drawn as it draws them (same order, same bound), so that checkpoints and seeds carry over;
@@ -286,9 +264,8 @@ class GRUWeights(nn.Module):
 class GRU(nn.Module):
     """PyTorch's GRU (reset after ``U_h``, two biases per gate): not equation (4).
 
-    Eagerly it is ``nn.GRU``'s own fused kernel (``torch.gru``; cuDNN on a GPU); under
-    ``torch.compile``, which cannot trace that kernel, the same cell step by step
-    (:func:`gru_loop`, equal to it to float rounding).
+    ``nn.GRU``'s own kernel (``torch.gru``; cuDNN's on a GPU) over its parameters, held outside an
+    ``nn.GRU`` module, which ``torch.compile`` refuses to trace (the kernel itself it traces).
     """
 
     def __init__(self, input_size: int, hidden_size: int) -> None:
@@ -297,13 +274,10 @@ class GRU(nn.Module):
         self.rnn = GRUWeights(input_size, hidden_size)
 
     def forward(self, x: Tensor, h: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        h = x.new_zeros(x.shape[0], self.hidden_size) if h is None else h
+        h = x.new_zeros(1, x.shape[0], self.hidden_size) if h is None else h.unsqueeze(0).contiguous()
         weights = (self.rnn.weight_ih_l0, self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0)
-        if torch.compiler.is_compiling():
-            return gru_loop(x, h, *weights)
-        outputs, last = torch.gru(
-            x, h.unsqueeze(0).contiguous(), weights, True, 1, 0.0, self.training, False, True
-        )
+        # has_biases, num_layers, dropout, train, bidirectional, batch_first: nn.GRU's call
+        outputs, last = torch.gru(x, h, weights, True, 1, 0.0, self.training, False, True)
         return outputs, last.squeeze(0)
 
 
