@@ -207,9 +207,8 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "wall_time_s": clock.earlier_s + segment_s,
         "wall_time_segment_s": segment_s,
         "device": device_description(),
-        "compiled": bool(
-            cfg.model.get("compile", False)
-        ),  # model.compile: the backbone through torch.compile
+        # model.compile: whether the backbone ran through torch.compile (nn.Module.compile sets this)
+        "compiled": getattr(backbone, "_compiled_call_impl", None) is not None,
         "native_kernels": native.in_use(),  # Aaren's C++ CPU kernels (ops/native.py) or its PyTorch forms
         "overrides": list(HydraConfig.get().overrides.task),
         "world_size": trainer.world_size,
