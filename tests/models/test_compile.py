@@ -3,8 +3,9 @@
 backward, and the compiled step equals the eager one.
 
 The backend is ``aot_eager``: it runs dynamo and AOTAutograd (where graph breaks and untraceable
-ops show) but no code generation, so the test stays cheap on a CPU; the inductor backend the
-training switch uses is run end to end in tests/e2e/test_compile_switch.py. The weights are moved
+ops show) but no code generation (inductor's C++ build costs about a CPU-minute per backbone
+here), so the test stays cheap on a CPU; the training switch is run end to end in
+tests/e2e/test_compile_switch.py and timed with inductor by ``make bench``. The weights are moved
 off their initial values first by an optimiser step's size, so that the eager NCGRU refreshes its
 stored inverse as the compiled one does at every forward; the series then converges within its
 first terms, and the two agree to float64 rounding.
