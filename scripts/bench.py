@@ -14,7 +14,9 @@
    at the CPU preset
    (tsf, tsc, ef, lm: real data from the mirror; rl: the Hopper data `make rl-data` collects, which
    `make bench` runs first when the file is missing; a family whose files are missing is reported
-   as skipped; video trains other models). ``--families`` measures some of them only.
+   as skipped; video trains other models). ``--families`` measures some of them only. Each model
+   also trains with its backbone through ``torch.compile`` (``model.compile=true``: inductor): its
+   compiled / eager steps/s per family (``--skip compile`` leaves it out; ``--quick`` does).
 Outputs: <out>/bench.json, <out>/bench.md, <out>/bench.png, <out>/figure5.png. ``--plot-only``
 redraws the PNGs from the JSON. ``--quick`` (``make bench-quick``) is a first look: a few sizes, one
 round, no Figure 5, short training timings, into outputs/bench-quick (the full grid's ~7.8 GB and 5+
@@ -48,6 +50,7 @@ from recurrent_attention.bench.training import (
     NO_MIXING,
     TARGET_SPEEDUP,
     aaren_speedups,
+    compile_speedups,
     training_timings,
 )
 from recurrent_attention.bench.training import as_rows as training_rows
@@ -161,6 +164,21 @@ def training_table(rows: list[dict]) -> str:
             f"{_rate(unmixed)} | {_ratio(unmixed, t['steps_per_s'])} | "
             f"{_rate(linear)} | {_ratio(linear, t['steps_per_s'])} |"
         )
+    return "\n".join(lines)
+
+
+def compiled_table(rows: list[dict]) -> str:
+    """One row per task: each model's compiled / eager training steps/s (blank where not timed)."""
+    speedups = compile_speedups(rows)
+    models = sorted({model for family in speedups.values() for model in family})
+    lines = [
+        "| family | task | " + " | ".join(f"{m} compiled / eager" for m in models) + " |",
+        "|---|---|" + "---|" * len(models),
+    ]
+    tasks = {r["family"]: r["task"] for r in rows}
+    for family, ratios in speedups.items():
+        cells = " | ".join("" if ratios.get(m) is None else f"{ratios[m]:.3f}x" for m in models)
+        lines.append(f"| {family} | {tasks[family]} | {cells} |")
     return "\n".join(lines)
 
 
@@ -316,7 +334,7 @@ def invocation(argv: list[str]) -> str:
 # --quick: a small grid that fills every table but Figure 5's (each stream a fresh process, and
 # short streams say nothing about growth), with each family's training rate.
 QUICK = {
-    "skip": ["stream"],
+    "skip": ["stream", "compile"],
     "out": "outputs/bench-quick",
     "lengths": [96, 512],
     "contexts": [128, 512],
@@ -369,7 +387,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--stream-tokens", type=int, default=16384, help="Figure 5: tokens each model streams from empty"
     )
     parser.add_argument(
-        "--skip", nargs="*", default=[], choices=["operator", "steps", "export", "stream", "training"]
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=["operator", "steps", "export", "stream", "training", "compile"],
     )
     parser.add_argument(
         "--threads",
@@ -433,7 +454,13 @@ def main(argv: list[str] | None = None) -> int:
         training = []
         if "training" not in args.skip:
             training = training_rows(
-                training_timings(args.train_steps, progress, args.train_seconds, args.families)
+                training_timings(
+                    args.train_steps,
+                    progress,
+                    args.train_seconds,
+                    args.families,
+                    compile_backend=None if "compile" in args.skip else "inductor",
+                )
             )
     bar.close()
 
@@ -497,6 +524,11 @@ def main(argv: list[str] | None = None) -> int:
             "projections, feed-forward blocks, head and optimiser as in Aaren): no attention can make a "
             "step cheaper, so its rate over the Transformer's is the most any attention could gain.",
             training_table(training) if training else "(skipped)",
+            "## Compiled / eager training steps/s (model.compile=true, inductor)",
+            "Each model's backbone through torch.compile, taking its turn on the same batches as the "
+            "eager models above (its compilation in the untimed first steps); head, loss and "
+            "optimiser eager, as train.py runs them.",
+            compiled_table(training) if compile_speedups(training) else "(skipped)",
         ]
     )
     out.mkdir(parents=True, exist_ok=True)

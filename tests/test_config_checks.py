@@ -62,6 +62,8 @@ BAD = [
     (["task=lm/ptb", "model=crt", "task.seg_len=0"], "task.seg_len", "0", "positive integer"),
     (["task=lm/ptb", "task.tokens_per_step=0"], "task.tokens_per_step", "0", "or null"),
     (["task=lm/ptb", "model=crt", "model.rnn=lstm"], "model.rnn", "'lstm'", "gru, gru_eq4, ncgru"),
+    (["model.compile=yes"], "model.compile", "'yes'", "true or false"),
+    (["model.compile_backend=inductr"], "model.compile_backend", "'inductr'", "inductor, aot_eager"),
 ]
 
 

@@ -25,6 +25,7 @@ import torch
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
+from torch._dynamo import list_backends  # Lightning imports it anyway
 
 from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.errors import ConfigError
@@ -110,7 +111,14 @@ RULES = (
     Rule(("task.lr", "task.weight_decay"), lambda v: _number(v) and v >= 0, "a number >= 0"),
     Rule(("task.gradient_clip_val",), lambda v: _number(v) and v > 0, "a number > 0 or null", True),
     Rule(
-        ("force", "model.norm_first", "model.final_norm", "task.instance_norm", "task.lower_case"),
+        (
+            "force",
+            "model.norm_first",
+            "model.final_norm",
+            "model.compile",
+            "task.instance_norm",
+            "task.lower_case",
+        ),
         lambda v: isinstance(v, bool),
         "true or false",
     ),
@@ -120,6 +128,11 @@ RULES = (
     choice("model.rnn", RNN_KINDS, CRT),
     choice("model.position_rnn", RNN_KINDS, CRT),
     choice("model.ncgru_inverse", ("neumann", "exact"), CRT),
+    Rule(
+        ("model.compile_backend",),
+        lambda v: v in list_backends(exclude_tags=()),
+        "a torch.compile backend (torch._dynamo.list_backends(exclude_tags=()): inductor, aot_eager, ...)",
+    ),
     choice("task.compat", ("default", "reference")),
     choice("task.test_checkpoint", ("best", "last")),
     Rule(("stage1",), lambda v: isinstance(v, str) and bool(v), "the stage-1 run's checkpoint file"),

@@ -149,6 +149,18 @@ def build_backbone(node: DictConfig) -> Any:
         raise
 
 
+def compile_backbone(backbone: Any, cfg: DictConfig) -> None:
+    """``model.compile=true``: the backbone's forward through ``torch.compile`` with the backend
+    ``model.compile_backend`` (inductor: C++ kernels on a CPU, which need a compiler, Triton ones on
+    a GPU), for training, validation and test alike. The backbone is compiled in place
+    (``nn.Module.compile``), so its parameter names, checkpoints and every loader of a finished run
+    are an eager run's. The heads and the loss stay eager: the backbone is where the time goes,
+    and each backbone's training forward and backward compile as one graph
+    (tests/models/test_compile.py)."""
+    if cfg.model.get("compile", False):
+        backbone.compile(backend=cfg.model.get("compile_backend", "inductor"))
+
+
 def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     """The checkpoint the test reads: the best by ``task.checkpoint`` (else ``task.monitor``) unless
     ``task.test_checkpoint=last`` (PI-ViT tests its last epoch's weights)."""
@@ -165,6 +177,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     L.seed_everything(cfg.seed, workers=True)
     datamodule = build(cfg.task.datamodule)
     backbone = build_backbone(cfg.model.backbone)
+    compile_backbone(backbone, cfg)
     module = build(cfg.task.module, backbone=backbone)
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False
     callbacks = [clock, *training_callbacks(cfg, run_dir)]
@@ -194,6 +207,8 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "wall_time_s": clock.earlier_s + segment_s,
         "wall_time_segment_s": segment_s,
         "device": device_description(),
+        # model.compile: whether the backbone ran through torch.compile (nn.Module.compile sets this)
+        "compiled": getattr(backbone, "_compiled_call_impl", None) is not None,
         "native_kernels": native.in_use(),  # Aaren's C++ CPU kernels (ops/native.py) or its PyTorch forms
         "overrides": list(HydraConfig.get().overrides.task),
         "world_size": trainer.world_size,

@@ -134,3 +134,15 @@ def test_make_bench_quick_runs_the_quick_mode() -> None:
 
     (recipe,) = re.findall(r"^bench-quick:.*\n\t(.*)$", (ROOT / "Makefile").read_text(), flags=re.M)
     assert recipe.endswith("scripts/bench.py --quick")
+
+
+def test_the_compiled_table_gives_each_models_compiled_over_eager_ratio(bench_script) -> None:
+    rows = _training_rows(10.0, 10.2, 10.5) + [
+        {"family": "ef", "task": "ef/mimic", "shape": "", "note": "", "model": m, "steps_per_s": rate}
+        for m, rate in (("transformer+compiled", 15.0), ("aaren+compiled", 5.1))
+    ]
+    header, _, row = bench_script.compiled_table(rows).splitlines()
+    assert header == "| family | task | aaren compiled / eager | transformer compiled / eager |"
+    assert row == "| ef | ef/mimic | 0.500x | 1.500x |"
+    assert "compiled" not in bench_script.training_table(rows)  # the eager table is unchanged
+    assert "compile" in bench_script.parse_args(["--quick"]).skip  # a first look compiles nothing

@@ -103,3 +103,30 @@ def test_other_sizes_warm_up_and_clock_as_asked(tmp_path: Path) -> None:
     )
     assert _timed_steps(timings) == [2, 2]
     assert all("d_model 16" in t.shape and t.steps_per_s == 1.0 for t in timings)
+
+
+def test_compiled_trainees_take_their_turn_and_give_a_compiled_over_eager_ratio() -> None:
+    """`make bench`'s compiled / eager column (issue 64), at smoke size: the compiled backbone
+    (aot_eager here, inductor in the bench, for its compile time) is timed on the same batches,
+    after warm-up steps that hold the compilation, and divided by its own eager rate."""
+    timings = family_timings("ef", "ef/sin", steps=2, models=("transformer",), compile_backend="aot_eager")
+    assert [t.model for t in timings] == ["transformer", "transformer" + training.COMPILED]
+    assert _timed_steps(timings) == [2, 2]
+    (ratio,) = training.compile_speedups(training.as_rows(timings))["ef"].values()
+    eager, compiled = (t.steps_per_s for t in timings)
+    assert ratio == pytest.approx(compiled / eager) and ratio > 0
+
+
+def test_compile_speedups_divide_each_models_compiled_rate_by_its_eager_one() -> None:
+    rows = [
+        {"family": "tsf", "model": "transformer", "steps_per_s": 8.0},
+        {"family": "tsf", "model": "transformer+compiled", "steps_per_s": 12.0},
+        {"family": "tsf", "model": "aaren", "steps_per_s": 10.0},
+        {"family": "tsf", "model": "aaren+compiled", "steps_per_s": 5.0},
+        {"family": "rl", "model": "aaren", "steps_per_s": None},
+        {"family": "rl", "model": "aaren+compiled", "steps_per_s": None},
+    ]
+    assert training.compile_speedups(rows) == {
+        "tsf": {"transformer": 1.5, "aaren": 0.5},
+        "rl": {"aaren": None},
+    }

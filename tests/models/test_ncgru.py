@@ -86,6 +86,27 @@ def test_gru_wrapper_matches_cell_loop():
     assert torch.allclose(last, h, atol=1e-6)
 
 
+def test_gru_is_nn_gru_drawn_from_the_same_seed_and_its_kernel() -> None:
+    """The GRU holds nn.GRU's parameters outside an nn.GRU (for torch.compile): the same names, the
+    same initial draw from a seed (earlier runs' weights), the same outputs and gradients."""
+    torch.manual_seed(3)
+    reference = torch.nn.GRU(3, 4, batch_first=True)
+    torch.manual_seed(3)
+    gru = GRU(3, 4)
+    assert list(gru.rnn.state_dict()) == list(reference.state_dict())
+    for ours, theirs in zip(gru.rnn.parameters(), reference.parameters(), strict=True):
+        assert torch.equal(ours, theirs)
+    x, h = torch.randn(2, 5, 3), torch.randn(2, 4)
+    outputs, last = gru(x, h)
+    expected, expected_last = reference(x, h.unsqueeze(0))
+    assert torch.equal(outputs, expected) and torch.equal(last, expected_last.squeeze(0))
+    (outputs.sum() + last.sum()).backward()
+    (expected.sum() + expected_last.sum()).backward()
+    for ours, theirs in zip(gru.rnn.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(ours.grad, theirs.grad)
+    assert torch.equal(gru(x)[0], reference(x)[0])  # no initial state: zeros
+
+
 def _forward_flops(cell: NCGRU, x: torch.Tensor) -> int:
     with flop_counter.FlopCounterMode(display=False) as counter:
         cell(x)

@@ -178,3 +178,12 @@ def test_added_options_keep_the_ids_runs_had_before_them(task: list[str], before
     assert ids(*task, "preset=smoke") == ids(*task, "preset=smoke", *before)
     if task[0] == "task=lm/ptb":
         assert ids(*task, "preset=smoke", "task.compat=reference") != ids(*task, "preset=smoke")
+
+
+@pytest.mark.parametrize("model", ["transformer", "crt"])
+def test_the_compile_switch_off_keeps_earlier_ids_and_on_is_another_run(model: str) -> None:
+    """``model.compile`` (issue 64) is a new key: off, a config has the ids it had without it; on,
+    it is another run (compiled kernels round differently)."""
+    task = ["task=tsf/etth1", f"model={model}", "preset=smoke"]
+    assert ids(*task) == ids(*task, "~model.compile")
+    assert ids(*task, "model.compile=true") != ids(*task)

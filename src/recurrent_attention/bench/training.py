@@ -14,6 +14,11 @@ its own values; the projections, feed-forward blocks, head and optimiser are unt
 mechanism can make a step cheaper than that, so its rate over the Transformer's is the ceiling of
 Aaren's speedup in a family: where the ceiling is under the target, the target is out of reach of any
 attention, and the benchmark says so rather than just "missed".
+
+With ``compile_backend``, each model takes a second turn with its backbone through ``torch.compile``
+(``model.compile=true``'s form, compiled in place; the first, untimed steps compile it), under the
+name ``<model>+compiled``, so a compiled / eager ratio compares two rates of one run
+(:func:`compile_speedups`).
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ MODELS = (*AAREN_PAIR, "linear_attention")
 NO_MIXING = "aaren_no_mixing"
 # Issue 27: Aaren's training steps/s at least this many times the Transformer's, in every family.
 TARGET_SPEEDUP = 1.1
+# A model's name with this suffix: its backbone through torch.compile (model.compile=true).
+COMPILED = "+compiled"
 
 
 @dataclass
@@ -96,13 +103,19 @@ def remove_token_mixing(module: nn.Module) -> nn.Module:
 class _Trainee:
     """One model's task module and optimiser, stepped on a batch at a time."""
 
-    def __init__(self, cfg: DictConfig, mixing: bool = True, device: str = "cpu") -> None:
+    def __init__(
+        self, cfg: DictConfig, mixing: bool = True, device: str = "cpu", compile_backend: str | None = None
+    ) -> None:
+        """``compile_backend``: the backbone through ``torch.compile`` with it (None: eager); the
+        same seed, so the compiled trainee starts from the eager one's weights."""
         L.seed_everything(0, verbose=False)
         self.device = torch.device(device)
         module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
         self.module = module.to(self.device).train()
         if not mixing:
             remove_token_mixing(self.module)
+        if compile_backend is not None:
+            self.module.backbone.compile(backend=compile_backend)  # in place, as train.py compiles it
         # The optimiser configure_optimizers would build; its scheduler (one small call per step,
         # the same for both models) is left out, as some need a Trainer for their length.
         self.optimizer = self.module.optimizer_factory(self.module.parameters())
@@ -142,6 +155,7 @@ def family_timings(
     ceiling: bool = False,
     device: str = "cpu",
     models: Sequence[str] = MODELS,
+    compile_backend: str | None = None,
 ) -> list[TrainingTiming]:
     """Each of ``models`` (and, with ``ceiling``, :data:`NO_MIXING`) on shared batches of ``task`` (after
     ``warmup`` untimed ones): at least ``steps`` each, and more until the timed steps add up to
@@ -150,7 +164,9 @@ def family_timings(
     ``train.py``'s (the cpu preset by default; e.g. ``preset=paper`` to time the papers' sizes).
     ``clock`` measures a step: wall time by default; ``time.thread_time`` counts only this thread's
     CPU time, which on a machine other jobs share is closer to what the step costs alone.
-    ``device="cuda"`` times the GPU's steps (bench/gpu.py), batches moved there first."""
+    ``device="cuda"`` times the GPU's steps (bench/gpu.py), batches moved there first.
+    ``compile_backend`` (e.g. ``"inductor"``): each model also as ``<model>`` + :data:`COMPILED`, its
+    backbone compiled with that backend (``warmup`` must cover the compilation: at least 1)."""
     configs = {model: _config(task, model, overrides) for model in models}
     first = configs[models[0]]  # the task's data and sizes, the same for every model
     datamodule = instantiate(first.task.datamodule)
@@ -159,6 +175,11 @@ def family_timings(
     if ceiling:
         unmixed = configs.get("aaren") or _config(task, "aaren", overrides)
         trainees[NO_MIXING] = _Trainee(unmixed, mixing=False, device=device)
+    if compile_backend is not None:
+        for model in models:
+            trainees[model + COMPILED] = _Trainee(
+                configs[model], device=device, compile_backend=compile_backend
+            )
     seconds: dict[str, list[float]] = {model: [] for model in trainees}
     timed = 0.0
     with warnings.catch_warnings():
@@ -185,10 +206,15 @@ def family_timings(
 
 
 def training_timings(
-    steps: int, progress=None, min_seconds: float = 0.0, families: list[str] | None = None
+    steps: int,
+    progress=None,
+    min_seconds: float = 0.0,
+    families: list[str] | None = None,
+    compile_backend: str | None = None,
 ) -> list[TrainingTiming]:
     """Every family of ``families`` (default: all of :data:`FAMILY_TASKS`), with its ceiling
-    (:data:`NO_MIXING`); one whose data is missing is reported as skipped."""
+    (:data:`NO_MIXING`) and, with ``compile_backend``, each model compiled; one whose data is
+    missing is reported as skipped."""
     from recurrent_attention.data import DataError
 
     results = []
@@ -198,11 +224,14 @@ def training_timings(
         if progress:
             progress(f"train {task}")
         try:
-            results += family_timings(family, task, steps, min_seconds, ceiling=True)
+            results += family_timings(
+                family, task, steps, min_seconds, ceiling=True, compile_backend=compile_backend
+            )
         except DataError as err:
+            compiled = [model + COMPILED for model in MODELS] if compile_backend is not None else []
             results += [
                 TrainingTiming(family, task, model, None, note=f"skipped: {err}")
-                for model in (*MODELS, NO_MIXING)
+                for model in (*MODELS, NO_MIXING, *compiled)
             ]
     return results
 
@@ -220,4 +249,20 @@ def aaren_speedups(rows: list[dict], model: str = "aaren") -> dict[str, float | 
     for family in sorted({f for f, _ in rates}):
         rate, transformer = rates.get((family, model)), rates[(family, "transformer")]
         speedups[family] = None if rate is None or transformer is None else rate / transformer
+    return speedups
+
+
+def compile_speedups(rows: list[dict]) -> dict[str, dict[str, float | None]]:
+    """``{family: {model: compiled steps/s over eager steps/s}}`` for every model timed both ways in
+    one run (None where either was skipped)."""
+    rates = {(r["family"], r["model"]): r["steps_per_s"] for r in rows}
+    speedups: dict[str, dict[str, float | None]] = {}
+    for family, name in rates:
+        if not name.endswith(COMPILED):
+            continue
+        model = name.removesuffix(COMPILED)
+        compiled, eager = rates[(family, name)], rates.get((family, model))
+        speedups.setdefault(family, {})[model] = (
+            None if compiled is None or eager is None else compiled / eager
+        )
     return speedups

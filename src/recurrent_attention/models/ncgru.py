@@ -20,6 +20,13 @@ inverse exact to float precision). The gradient through M is the exact one, ``dM
 Without gradients (inference), W itself is cached until the weights change: rebuilding it costs
 ``2 d^3`` FLOPs per forward, which at short segments is a large share of a CRT forward.
 
+Nothing here reads a value back to the host (a GPU training step never waits for it), and the
+training forward is one graph for ``torch.compile``: the refresh's choice between the series and
+the exact inverse is made on the device (:meth:`NCGRU.refresh_inverse`), and the compiled graph,
+which cannot read a parameter's version counter without breaking, refreshes at every forward.
+:class:`GRU` calls ``nn.GRU``'s kernel on parameters held outside the ``nn.GRU`` module, which
+``torch.compile`` refuses to trace.
+
 Every cell has one interface: ``outputs, h_last = cell(x (B, N, d_in), h0 (B, d_hidden))``.
 """
 
@@ -139,7 +146,8 @@ class NCGRU(GatedRecurrence):
     terms; when the residual is too large for the series to converge, e.g. after a large step or a
     checkpoint load, the inverse is recomputed exactly); ``inverse="exact"`` solves every forward.
     The refresh runs at the next forward after the skew parameter changed in place (every
-    optimiser does that), so no task needs a hook to keep W orthogonal.
+    optimiser does that), so no task needs a hook to keep W orthogonal; under ``torch.compile`` it
+    runs at every training forward (a refresh of an up-to-date inverse returns it unchanged).
     """
 
     def __init__(
@@ -186,15 +194,22 @@ class NCGRU(GatedRecurrence):
 
     @torch.no_grad()
     def refresh_inverse(self) -> None:
-        """Bring the stored ``(I + A)^-1`` up to date with the current A (truncated Neumann series)."""
+        """Bring the stored ``(I + A)^-1`` up to date with the current A (truncated Neumann series).
+
+        The series converges when ``||I - M B|| < 1`` in a sub-multiplicative norm; the Frobenius
+        norm bounds the spectral one from above, so ``< 0.5`` in it is a safe test that needs no
+        SVD. Where it fails (a large step, a loaded checkpoint) the exact inverse is taken. Both are
+        formed and ``torch.where`` picks one on the device, so the step never waits for the test
+        (``inv_ex`` skips the error check that would: ``I + A`` with A skew is always invertible).
+        """
         B = self._identity_plus_skew()
         M = self.inverse_matrix
         eye = torch.eye(self.hidden_size, dtype=B.dtype, device=B.device)
-        if torch.linalg.matrix_norm(eye - M @ B, ord=2) < 0.5:
-            self.inverse_matrix.copy_(neumann_inverse(M, B, self.neumann_terms))
-        else:
-            self.inverse_matrix.copy_(torch.linalg.inv(B))
-        self._seen_version = self.skew._version
+        converges = torch.linalg.matrix_norm(eye - M @ B) < 0.5
+        exact = torch.linalg.inv_ex(B).inverse
+        self.inverse_matrix.copy_(torch.where(converges, neumann_inverse(M, B, self.neumann_terms), exact))
+        if not torch.compiler.is_compiling():
+            self._seen_version = self.skew._version
 
     def _weights_key(self) -> tuple:
         """Changes whenever W could: an in-place update, a load, or a move to another device or dtype."""
@@ -216,9 +231,9 @@ class NCGRU(GatedRecurrence):
         A = self.skew_matrix()
         eye = torch.eye(self.hidden_size, dtype=A.dtype, device=A.device)
         if self.inverse == "exact":
-            cayley = torch.linalg.solve(eye + A, eye - A)
+            cayley = torch.linalg.solve_ex(eye + A, eye - A).result  # no error check: no host sync
         else:
-            if self.skew._version != self._seen_version:
+            if torch.compiler.is_compiling() or self.skew._version != self._seen_version:
                 self.refresh_inverse()
             cayley = _InverseWithGradient.apply(A, self.inverse_matrix) @ (eye - A)
         return cayley * self.signs
@@ -230,16 +245,39 @@ class NCGRU(GatedRecurrence):
         return mod_relu(z, self.mod_bias)
 
 
+class GRUWeights(nn.Module):
+    """``nn.GRU(input_size, hidden_size)``'s parameters under its names (``weight_ih_l0``, ...),
+    drawn as it draws them (same order, same bound), so that checkpoints and seeds carry over;
+    a plain module, because ``torch.compile`` refuses to trace through an ``nn.GRU``."""
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.weight_ih_l0 = nn.Parameter(torch.empty(3 * hidden_size, input_size))
+        self.weight_hh_l0 = nn.Parameter(torch.empty(3 * hidden_size, hidden_size))
+        self.bias_ih_l0 = nn.Parameter(torch.empty(3 * hidden_size))
+        self.bias_hh_l0 = nn.Parameter(torch.empty(3 * hidden_size))
+        bound = 1.0 / math.sqrt(hidden_size)
+        for weight in self.parameters():
+            nn.init.uniform_(weight, -bound, bound)
+
+
 class GRU(nn.Module):
-    """PyTorch's fused ``nn.GRU`` (reset after ``U_h``, two biases per gate): not equation (4)."""
+    """PyTorch's GRU (reset after ``U_h``, two biases per gate): not equation (4).
+
+    ``nn.GRU``'s own kernel (``torch.gru``; cuDNN's on a GPU) over its parameters, held outside an
+    ``nn.GRU`` module, which ``torch.compile`` refuses to trace (the kernel itself it traces).
+    """
 
     def __init__(self, input_size: int, hidden_size: int) -> None:
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
-        self.rnn = nn.GRU(input_size, hidden_size, batch_first=True)
+        self.rnn = GRUWeights(input_size, hidden_size)
 
     def forward(self, x: Tensor, h: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        outputs, last = self.rnn(x, None if h is None else h.unsqueeze(0).contiguous())
+        h = x.new_zeros(1, x.shape[0], self.hidden_size) if h is None else h.unsqueeze(0).contiguous()
+        weights = (self.rnn.weight_ih_l0, self.rnn.weight_hh_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0)
+        # has_biases, num_layers, dropout, train, bidirectional, batch_first: nn.GRU's call
+        outputs, last = torch.gru(x, h, weights, True, 1, 0.0, self.training, False, True)
         return outputs, last.squeeze(0)
 
 

@@ -66,7 +66,8 @@ ADDED_KEYS: dict[str, dict[str, Any]] = {
         crt: {"model.relative_positions": False, "model.backbone.relative_positions": False}
         for crt in ("crt", "crt_gru")
     },
-    "*": {"task.paper_models": False},
+    # model.compile=true is its own run: compiled kernels round differently from eager ones
+    "*": {"task.paper_models": False, "model.compile": False, "model.compile_backend": "inductor"},
 }
 
 
@@ -107,8 +108,13 @@ def _drop_added(content: dict[str, Any]) -> None:
         node: Any = content
         for key in parents:
             node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict) and leaf in node and node[leaf] is old_value:
+        if isinstance(node, dict) and leaf in node and _same(node[leaf], old_value):
             del node[leaf]
+
+
+def _same(value: Any, old_value: Any) -> bool:
+    """Equal and of one type (``1`` is not ``True``; a string read from YAML is not the literal)."""
+    return type(value) is type(old_value) and value == old_value
 
 
 def _unmoved(node: Any) -> Any:
