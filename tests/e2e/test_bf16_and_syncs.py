@@ -1,0 +1,177 @@
+"""Every task family trains sync-free and finishes a bf16-mixed run; ``trainer=gpu`` feeds the GPU.
+
+- Host-device syncs: two smoke training steps of each family (training_step, backward, optimiser
+  step), built in-process from the composed config as train.py builds them, recorded by
+  ``tests/helpers/host_sync.py`` between ``on_train_batch_start`` and ``on_train_batch_end``. On a
+  GPU every such op would stall the queue each step; none is allowed but Lightning's own logging.
+  The EF task skips a batch's padding by reading it on the host where that is free (the CPU,
+  ``tasks/ef/batching.HOST_DEVICES``); the test scores as on a GPU, where it must not.
+- bf16: one ``trainer.precision=bf16-mixed`` smoke run of train.py per family (fit, validation and
+  the test's own path: RL's episodes, EF's stream, ...), Aaren and softmax backbones between them,
+  TSF's with a window longer than one chunk of Aaren's operator (1024 tokens).
+- ``trainer=gpu``: loader workers, pinned memory, TF32 matmuls; the run log's device line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.tasks.ef import batching
+from tests.conftest import read_summaries, run_train
+from tests.e2e.test_every_backbone import ef, lm, rl, tsc, tsf
+from tests.helpers.host_sync import HostSyncs, record_host_syncs
+
+register_resolvers()
+
+VIDEO_TINY = [
+    "task.n_frames=4",
+    "task.stride=2",
+    "task.crop_size=16",
+    "task.short_side_min=16",
+    "task.short_side_max=20",
+    "task.test_views=2",
+    "model.patch_size=8",
+]
+
+
+def video(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    pytest.importorskip("av", reason="the video family decodes with PyAV (pip install -e '.[video]')")
+    from recurrent_attention.tasks.video.synthetic import generate
+
+    generate(tmp_path / "smarthome", per_class=1, n_frames=12, size=32, seed=0)
+    return ["task=video/smarthome_cs", f"task.datamodule.path={tmp_path / 'smarthome'}", *VIDEO_TINY], {}
+
+
+FAMILIES: dict[str, Callable[[Path], tuple[list[str], dict[str, str]]]] = {
+    "tsf": tsf,
+    "tsc": tsc,
+    "ef": ef,
+    "lm": lm,
+    "rl": rl,
+    "video": video,
+}
+
+
+class RecordSyncs(L.Callback):
+    """Records every host-device sync of each training step: forward, backward, optimiser step."""
+
+    def __init__(self) -> None:
+        self.steps: list[HostSyncs] = []
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, module: L.LightningModule, batch: Any, idx: int
+    ) -> None:
+        self.recorder = record_host_syncs()
+        self.steps.append(self.recorder.__enter__())
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, module: L.LightningModule, outputs: Any, batch: Any, idx: int
+    ) -> None:
+        self.recorder.__exit__(None, None, None)
+
+
+def composed(family: str, model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DictConfig:
+    """The family's smoke config on its generated data; ``model``: ``<name> [model.key=value ...]``."""
+    overrides, env = FAMILIES[family](tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    name, *model_keys = model.split()
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        return compose(
+            "train",
+            overrides=[
+                f"model={name}",
+                "preset=smoke",
+                f"paths.output_dir={tmp_path}",
+                *overrides,
+                *model_keys,
+            ],
+        )
+
+
+# (family, model): the softmax Transformer for every family (TimeSformer for video), and Aaren's
+# operator where the family takes a sequence backbone (CR-ViT's Aaren time mixer for video).
+SYNC_CASES = [
+    *[(family, "transformer") for family in ("tsf", "tsc", "ef", "lm", "rl")],
+    ("video", "timesformer"),
+    *[(family, "aaren") for family in ("tsf", "tsc", "ef", "lm", "rl")],
+    ("video", "cr_vit model.time_mixer=aaren"),
+]
+
+
+@pytest.mark.parametrize(("family", "model"), SYNC_CASES)
+def test_training_steps_have_no_host_sync(
+    family: str, model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = composed(family, model, tmp_path, monkeypatch)
+    monkeypatch.setattr(batching, "HOST_DEVICES", frozenset())  # EF scores as on a GPU
+    L.seed_everything(0)
+    recorder = RecordSyncs()
+    trainer = instantiate(
+        cfg.trainer,
+        callbacks=[recorder],
+        logger=False,
+        enable_checkpointing=False,
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=0,
+        default_root_dir=str(tmp_path),
+    )
+    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    trainer.fit(module, datamodule=instantiate(cfg.task.datamodule))
+    assert len(recorder.steps) == 2
+    found = [f"step {i}: {s.summary()}" for i, s in enumerate(recorder.steps) if s.found]
+    assert not found, f"{family}/{model}: host-device syncs in the training step:\n" + "\n".join(found)
+
+
+# One bf16-mixed run per family: Aaren (TSF's window of 1100 tokens is two chunks of its operator)
+# and softmax backbones between them.
+BF16_CASES = {
+    "tsf": ["model=aaren", "task.seq_len=1100"],
+    "tsc": ["model=transformer"],
+    "ef": ["model=aaren"],
+    "lm": ["model=transformer"],
+    "rl": ["model=aaren"],
+    "video": ["model=timesformer"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", BF16_CASES)
+def test_bf16_mixed_run_of_every_family(family: str, tmp_path: Path) -> None:
+    overrides, env = FAMILIES[family](tmp_path)
+    out = tmp_path / "out"
+    proc = run_train(
+        ["preset=smoke", "trainer.precision=bf16-mixed", *overrides, *BF16_CASES[family]], out, env=env
+    )
+    (summary,) = read_summaries(out)
+    assert summary["metrics"] and all(math.isfinite(v) for v in summary["metrics"].values())
+    # the run log's first line of the run names where and how it trains
+    line = "precision bf16-mixed, float32 matmul highest, backbone compiled: no"
+    assert "device cpu (CPU " in proc.stdout and line in proc.stdout
+    (log,) = out.rglob("train.log")
+    assert line in log.read_text()
+
+
+def test_gpu_trainer_feeds_the_gpu_and_cpu_keeps_its_defaults() -> None:
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        gpu = compose("train", overrides=["trainer=gpu", "preset=smoke"])
+        cpu = compose("train", overrides=["preset=smoke"])
+    assert gpu.loader == {"num_workers": 4, "pin_memory": True, "persistent_workers": True}
+    assert gpu.float32_matmul_precision == "high"
+    assert gpu.trainer.precision == "bf16-mixed" and gpu.trainer.accelerator == "gpu"
+    # the cpu trainer's own keys stay under trainer (gpu.yaml is _global_ to set the two above)
+    assert {k: v for k, v in gpu.trainer.items() if k not in ("accelerator", "precision")} == {
+        k: v for k, v in cpu.trainer.items() if k not in ("accelerator", "precision")
+    }
+    assert "loader" not in cpu and "float32_matmul_precision" not in cpu
