@@ -41,6 +41,7 @@ VIDEO_TINY = [
     "task.short_side_max=20",
     "task.test_views=2",
     "model.patch_size=8",
+    "task.batch_size=2",  # two training steps from the few clips
 ]
 
 
