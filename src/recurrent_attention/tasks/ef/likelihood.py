@@ -112,9 +112,8 @@ def _predicted_marks(
     scored, best = class_log_likelihood(
         hidden.flatten(0, 1), mark_head.weight, mark_head.bias, marks.flatten()
     )
-    zero = torch.zeros((), dtype=best.dtype, device=best.device)
     return torch.where(target, scored.view(target.shape), 0.0), torch.where(
-        target, best.view(target.shape), zero
+        target, best.view(target.shape), 0
     )
 
 
