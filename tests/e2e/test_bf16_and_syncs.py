@@ -21,12 +21,15 @@ from typing import Any
 
 import lightning as L
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.errors import ConfigError
 from recurrent_attention.tasks.ef import batching
+from recurrent_attention.train import loader_settings, set_matmul_precision
 from tests.conftest import read_summaries, run_train
 from tests.e2e.test_every_backbone import ef, lm, rl, tsc, tsf
 from tests.helpers.host_sync import HostSyncs, record_host_syncs
@@ -176,3 +179,40 @@ def test_gpu_trainer_feeds_the_gpu_and_cpu_keeps_its_defaults() -> None:
         k: v for k, v in cpu.trainer.items() if k not in ("accelerator", "precision")
     }
     assert "loader" not in cpu and "float32_matmul_precision" not in cpu
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_loader_settings_reach_every_familys_training_loader(
+    family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """train.py passes ``trainer=gpu``'s ``loader`` node to each datamodule; trainer=cpu passes none
+    and loads in the main process, unpinned, as before."""
+    model = {"video": "timesformer"}.get(family, "transformer")
+    cfg = composed(family, model, tmp_path, monkeypatch)
+    settings = {"num_workers": 2, "pin_memory": True, "persistent_workers": True}
+    assert loader_settings(cfg) == {}
+    with open_dict(cfg):
+        cfg.loader = settings
+    for given, expected in (({}, (0, False, False)), (loader_settings(cfg), (2, True, True))):
+        datamodule = instantiate(cfg.task.datamodule, **given)
+        datamodule.setup("fit")
+        loader = datamodule.train_dataloader()
+        assert (loader.num_workers, loader.pin_memory, loader.persistent_workers) == expected
+
+
+def test_bad_loader_or_matmul_settings_are_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"^loader.num_worker is not a loader setting: use num_workers,"):
+        loader_settings(OmegaConf.create({"loader": {"num_worker": 2}}))
+    with pytest.raises(ConfigError, match=r"^float32_matmul_precision=tf32: choose one of highest, high"):
+        set_matmul_precision(OmegaConf.create({"float32_matmul_precision": "tf32"}))
+
+
+def test_matmul_precision_is_set_where_the_config_has_it() -> None:
+    before = torch.get_float32_matmul_precision()
+    try:
+        set_matmul_precision(OmegaConf.create({}))
+        assert torch.get_float32_matmul_precision() == before
+        set_matmul_precision(OmegaConf.create({"float32_matmul_precision": "medium"}))
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(before)
