@@ -171,7 +171,7 @@ def test_gpu_trainer_feeds_the_gpu_and_cpu_keeps_its_defaults() -> None:
     with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
         gpu = compose("train", overrides=["trainer=gpu", "preset=smoke"])
         cpu = compose("train", overrides=["preset=smoke"])
-    assert gpu.loader == {"num_workers": 4, "pin_memory": True, "persistent_workers": True}
+    assert gpu.loader == {"num_workers": 2, "pin_memory": True, "persistent_workers": True}
     assert gpu.float32_matmul_precision == "high"
     assert gpu.trainer.precision == "bf16-mixed" and gpu.trainer.accelerator == "gpu"
     # the cpu trainer's own keys stay under trainer (gpu.yaml is _global_ to set the two above)
