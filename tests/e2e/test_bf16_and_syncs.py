@@ -5,7 +5,8 @@
   ``tests/helpers/host_sync.py`` between ``on_train_batch_start`` and ``on_train_batch_end``. On a
   GPU every such op would stall the queue each step; none is allowed but Lightning's own logging.
   The EF task skips a batch's padding by reading it on the host where that is free (the CPU,
-  ``tasks/ef/batching.HOST_DEVICES``); the test scores as on a GPU, where it must not.
+  ``tasks/ef/batching.HOST_DEVICES``), and Aaren runs compiled CPU kernels where it can
+  (``ops/native.py``): the test runs both as on a GPU.
 - bf16: one ``trainer.precision=bf16-mixed`` smoke run of train.py per family (fit, validation and
   the test's own path: RL's episodes, EF's stream, ...), Aaren and softmax backbones between them,
   TSF's with a window longer than one chunk of Aaren's operator (1024 tokens).
@@ -28,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.errors import ConfigError
+from recurrent_attention.ops import native
 from recurrent_attention.tasks.ef import batching
 from recurrent_attention.train import loader_settings, set_matmul_precision
 from tests.conftest import read_summaries, run_train
@@ -119,6 +121,7 @@ def test_training_steps_have_no_host_sync(
 ) -> None:
     cfg = composed(family, model, tmp_path, monkeypatch)
     monkeypatch.setattr(batching, "HOST_DEVICES", frozenset())  # EF scores as on a GPU
+    monkeypatch.setattr(native, "extension", lambda: None)  # Aaren's PyTorch forms, as on a GPU
     L.seed_everything(0)
     recorder = RecordSyncs()
     trainer = instantiate(
