@@ -8,8 +8,8 @@
   ``tasks/ef/batching.HOST_DEVICES``), and Aaren runs compiled CPU kernels where it can
   (``ops/native.py``): the test runs both as on a GPU.
 - bf16: one ``trainer.precision=bf16-mixed`` smoke run of train.py per family (fit, validation and
-  the test's own path: RL's episodes, EF's stream, ...), Aaren and softmax backbones between them,
-  TSF's with a window longer than one chunk of Aaren's operator (1024 tokens).
+  the family's own test: RL's episodes in the environment, video's views, ...), Aaren and softmax
+  backbones between them, TSF's with a window longer than one chunk of Aaren's operator (1024 tokens).
 - ``trainer=gpu``: loader workers, pinned memory, TF32 matmuls; the run log's device line.
 """
 
@@ -163,7 +163,7 @@ def test_bf16_mixed_run_of_every_family(family: str, tmp_path: Path) -> None:
     )
     (summary,) = read_summaries(out)
     assert summary["metrics"] and all(math.isfinite(v) for v in summary["metrics"].values())
-    # the run log's first line of the run names where and how it trains
+    # the run log names, before training, where and how the run trains
     line = "precision bf16-mixed, float32 matmul highest, backbone compiled: no"
     assert "device cpu (CPU " in proc.stdout and line in proc.stdout
     (log,) = out.rglob("train.log")
