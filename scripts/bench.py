@@ -6,7 +6,7 @@
 2. Per-token inference: µs per ``step`` at batch 1 and 64 with N tokens already in the state, for
    the lean Transformer step (fused q/k/v, a preallocated KV cache written in place, no mask: the
    baseline), Aaren (eager), Aaren's exported step in onnxruntime and causal linear attention (its
-   model's own ``step``; d_model 128, 4 heads, 2 layers); the Transformer whose cache grows by
+   lean step; d_model 128, 4 heads, 2 layers); the Transformer whose cache grows by
    torch.cat is an extra, labelled column.
 3. Figure 5 (Aaren §4.5): cumulative time, state bytes and peak memory growth of N token-by-token
    steps from an empty state, N up to 16384, each model, eager and exported (batch 1).
@@ -38,6 +38,7 @@ from tqdm import tqdm
 from recurrent_attention.bench.attention import as_rows as operator_rows
 from recurrent_attention.bench.attention import operator_timings
 from recurrent_attention.bench.plot import plot_bench, plot_stream_costs
+from recurrent_attention.bench.roofline import bound_rows
 from recurrent_attention.bench.stream_cost import StreamSpec, stream_costs
 from recurrent_attention.bench.stream_cost import as_rows as stream_rows
 from recurrent_attention.bench.streaming import as_rows as step_rows
@@ -109,6 +110,27 @@ def step_table(rows: list[dict]) -> str:
 
 
 _EXTRA_STEPS = ("transformer_onnx", "aaren_onnx", "transformer_cat")
+
+
+def _rates(rows: list[dict]) -> str:
+    if not rows:
+        return "not measured"
+    reads = sorted({r["read_gb_per_s"] for r in rows})
+    return f"{rows[0]['gflops_per_s']:.0f} GFLOP/s; reads {reads[0]:.1f}-{reads[-1]:.1f} GB/s"
+
+
+def roofline_table(rows: list[dict]) -> str:
+    """Each deployed step against this machine's bound (bench/roofline.py), by batch, N and model."""
+    lines = [
+        "| batch | N | step | µs | MFLOP | MB read | bound µs | multiple of the bound |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: (r["batch"], r["n"], r["model"])):
+        lines.append(
+            f"| {r['batch']} | {r['n']} | {r['model']} | {r['us_per_token']:.1f} | {r['flops'] / 1e6:.2f} | "
+            f"{r['read_bytes'] / 1e6:.2f} | {r['bound_us']:.1f} | {r['multiple']:.2f}x |"
+        )
+    return "\n".join(lines)
 
 
 def _rate(value: float | None) -> str:
@@ -395,12 +417,14 @@ def main(argv: list[str] | None = None) -> int:
         exported, files = {}, {}
         if "export" not in args.skip:
             exported, files = exported_steps(models, Path(tmp))
-        steps = []
+        steps, roofline = [], []
         if "steps" not in args.skip:
             timings = step_timings(
                 models, args.contexts, args.batches, exported, progress=progress, rounds=args.rounds
             )
             steps = step_rows(timings)
+            progress("roofline: sgemm rate, read rates, FLOPs per step")
+            roofline = bound_rows(models, steps)
         stream = []
         if "stream" not in args.skip:
             specs = stream_specs(models, arguments, files, args.stream_tokens)
@@ -425,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()},
         "operator": operator,
         "steps": steps,
+        "roofline": roofline,
         "stream": stream,
         "training": training,
     }
@@ -444,9 +469,17 @@ def main(argv: list[str] | None = None) -> int:
             "a KV cache preallocated past the timed steps and written in place, one query with no "
             "mask); the torch.cat column grows the cache by concatenation every token (the "
             "block-by-block step under autograd). Linear attention (Katharopoulos et al. 2020) is its "
-            "model's own `step` (no lean or exported form), with a constant state `(S, z)` per layer "
+            "lean step (fused q/k/v, `(S, z)` updated by one batched outer product; no exported "
+            "form), with a constant state `(S, z)` per layer "
             f"like Aaren's `(m, u, w)`. Parameters: {report['params']}.",
             step_table(steps) if steps else "(skipped)",
+            "## Each step against this machine's bound",
+            "The least time a step could take here: the larger of its FLOPs (matmul FLOPs the model's "
+            "own `step` runs, counted by PyTorch's FlopCounterMode) at this run's fp32 sgemm rate "
+            f"({_rates(roofline)}) and the bytes it reads (weights and the N tokens' state) at this "
+            "run's rate of reading a buffer of that size (rounded down to a power of two); "
+            "the multiple is µs / bound (1.0: the machine's limit). docs/bench.md explains it.",
+            roofline_table(roofline) if roofline else "(skipped)",
             f"## Aaren operator vs causal SDPA ({report['operator_shape']})",
             "Fastest of at least 3 forward+backward calls (after one warm-up) of each.",
             operator_table(operator) if operator else "(skipped)",

@@ -6,15 +6,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recurrent_attention.deploy import CompiledAarenStepper, LeanStepper, fast_stepper
+from recurrent_attention.deploy import CompiledAarenStepper, LeanMixerStepper, LeanStepper, fast_stepper
 from recurrent_attention.models import Aaren, CompactRecurrentTransformer, Transformer
+from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.models.blocks import ACTIVATIONS
-from recurrent_attention.models.transformer import KVCache
+from recurrent_attention.models.linear_attention import LinearAttention, LinearTransformer
+from recurrent_attention.models.transformer import CausalSelfAttention, KVCache
 
 D_MODEL, HEADS = 16, 4
 
 
-@pytest.mark.parametrize("model_class", [Aaren, Transformer])
+@pytest.mark.parametrize("model_class", [Aaren, Transformer, LinearTransformer])
 @pytest.mark.parametrize(
     "options",
     [
@@ -98,6 +100,7 @@ def test_fast_stepper_picks_the_fastest_form_and_otherwise_the_model() -> None:
     aaren = Aaren(D_MODEL, HEADS, 1, 32)
     assert type(fast_stepper(aaren)) is CompiledAarenStepper
     assert type(fast_stepper(Transformer(D_MODEL, HEADS, 1, 32))) is LeanStepper
+    assert type(fast_stepper(LinearTransformer(D_MODEL, HEADS, 1, 32))) is LeanStepper
     crt = CompactRecurrentTransformer(D_MODEL, HEADS, 1, 32, seg_len=4)
     assert fast_stepper(crt) is crt
     with pytest.raises(TypeError, match="lean step"):
@@ -128,3 +131,51 @@ def test_an_activation_the_compiled_step_lacks_is_refused_and_fast_stepper_takes
             rtol=1e-6,
             atol=1e-6,
         )
+
+
+@pytest.mark.parametrize("model_class", [Aaren, Transformer, LinearTransformer])
+def test_one_state_stepped_twice_gives_the_same_step(model_class: type) -> None:
+    """A lean step never writes its input state in place, so a state can be branched (beam search,
+    a what-if token): the same token from one state twice gives the same output and state."""
+    torch.manual_seed(0)
+    model = model_class(D_MODEL, HEADS, 2, 32, dropout=0.0).double().eval()
+    lean = LeanStepper(model)
+    x = torch.randn(5, 2, D_MODEL, dtype=torch.float64)
+    with torch.no_grad():
+        state = model.init_state(2, dtype=torch.float64)
+        for x_t in x[:-1]:
+            _, state = lean.step(x_t, state)
+        first, _ = lean.step(x[-1], state)
+        again, _ = lean.step(x[-1], state)
+    torch.testing.assert_close(first, again, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mixer_class", [AarenAttention, LinearAttention, CausalSelfAttention])
+def test_a_lone_mixer_steps_lean_and_follows_its_parameters(mixer_class: type) -> None:
+    """:class:`LeanMixerStepper` (video's time attention) equals the mixer's own step, and after an
+    optimiser step and a load it steps on the new weights, not the layout it built first."""
+    torch.manual_seed(0)
+    mixer = mixer_class(D_MODEL, HEADS).double().eval()
+    stepper = LeanMixerStepper(mixer)
+    x = torch.randn(6, 3, D_MODEL, dtype=torch.float64)
+
+    def both() -> tuple[torch.Tensor, torch.Tensor]:
+        lean_state = own_state = mixer.init_state(3, dtype=torch.float64)
+        with torch.no_grad():
+            for x_t in x:
+                lean, lean_state = stepper.step(x_t, lean_state)
+                own, own_state = mixer.step(x_t, own_state)
+        return lean, own
+
+    lean, own = both()
+    torch.testing.assert_close(lean, own, rtol=1e-12, atol=1e-12)
+    assert stepper._mix is not None
+    optimizer = torch.optim.SGD(mixer.parameters(), lr=0.5)
+    mixer(torch.randn(3, 5, D_MODEL, dtype=torch.float64))[0].square().sum().backward()
+    optimizer.step()
+    lean_after, own_after = both()
+    assert not torch.allclose(lean_after, lean)
+    torch.testing.assert_close(lean_after, own_after, rtol=1e-12, atol=1e-12)
+    other = mixer_class(D_MODEL, HEADS).double().eval()
+    mixer.load_state_dict(other.state_dict())
+    torch.testing.assert_close(*both(), rtol=1e-12, atol=1e-12)

@@ -23,7 +23,8 @@ def naive_aaren(model: Aaren, x: torch.Tensor) -> torch.Tensor:
 
     Per layer and head h, with the layer's learned query projected like any query,
     ``q = W_q query + b_q``, keys ``k_s = W_k x_s + b_k`` and values ``v_s = W_v x_s + b_v``:
-    ``o_t = sum_{s<=t} softmax_s(q_h·k_{s,h} / sqrt(d_head)) v_{s,h}``, heads concatenated through
+    ``o_t = sum_{s<=t} softmax_s(q_h·k_{s,h} / sqrt(d_head)) v_{s,h}`` (the paper's ``q_h·k_{s,h}``
+    with ``model.scaled_scores=false``), heads concatenated through
     ``W_o``; the blocks are conf/model/aaren.yaml's (post-norm residuals around the mixer and a GELU
     feed-forward, then a final LayerNorm). No scan, no state, no fused projection.
     """
@@ -36,7 +37,7 @@ def naive_aaren(model: Aaren, x: torch.Tensor) -> torch.Tensor:
         q = F.linear(block.mixer.query, w_q, b_q).view(heads, d_head)
         k = F.linear(x, w_k, b_k).unflatten(-1, (heads, d_head))
         v = F.linear(x, w_v, b_v).unflatten(-1, (heads, d_head))
-        scores = torch.einsum("bshd,hd->bhs", k, q) / d_head**0.5
+        scores = torch.einsum("bshd,hd->bhs", k, q) / (d_head**0.5 if block.mixer.scaled_scores else 1.0)
         weights = torch.softmax(scores.unsqueeze(-2).masked_fill(future, float("-inf")), dim=-1)
         attended = torch.einsum("bhts,bshd->bthd", weights, v).flatten(-2)
         x = layer_norm(x + F.linear(attended, proj.out_proj.weight, proj.out_proj.bias), block.norm_mix)
@@ -49,22 +50,25 @@ def naive_aaren(model: Aaren, x: torch.Tensor) -> torch.Tensor:
 def test_naive_reference_builds_the_configs_blocks() -> None:
     """The naive reference writes out conf/model/aaren.yaml's block; a change there must reach it."""
     model = model_config("aaren").model
-    block = (model.norm_first, model.final_norm, model.activation, model.qkv_bias)
-    assert block == (False, True, "gelu", True)
+    block = (model.norm_first, model.final_norm, model.activation, model.qkv_bias, model.scaled_scores)
+    assert block == (False, True, "gelu", True, True)
 
 
+@pytest.mark.parametrize("scaled", [True, False], ids=["scaled", "paper_unscaled"])
 @pytest.mark.parametrize("path", ["chunked", "scan", "recurrent", "step"])
 @pytest.mark.parametrize(
     ("n", "query_scale"),
     [(13, 1.0), (1030, 1.0), (1030, 1000.0)],
     ids=["one_chunk", "three_chunks", "three_chunks_spread_scores"],
 )
-def test_every_path_equals_the_naive_definition(path: str, n: int, query_scale: float) -> None:
+def test_every_path_equals_the_naive_definition(path: str, n: int, query_scale: float, scaled: bool) -> None:
     """1030 tokens make the chunked path link three chunks (512 tokens each from 1025 on) by a scan
     of their summaries; a query 1000 times larger spreads the scores by more than the cumulative
     kernel's limit (log(max float64) / 2, ~355) above a chunk's first, so the chunked path computes
-    those rows by its prefix-max kernel, and every path meets scores of several hundred."""
-    model = build_backbone("aaren", () if path == "step" else (f"model.path={path}",))
+    those rows by its prefix-max kernel, and every path meets scores of several hundred. Both score
+    forms: the Transformer's ``/ sqrt(d_head)`` and the paper's unscaled ``q·k``."""
+    overrides = () if path == "step" else (f"model.path={path}",)
+    model = build_backbone("aaren", (*overrides, f"model.scaled_scores={str(scaled).lower()}"))
     with torch.no_grad():
         for block in model.blocks:
             block.mixer.query.mul_(query_scale)

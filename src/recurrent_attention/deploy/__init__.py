@@ -5,7 +5,9 @@ PyTorch. What makes a step fast, or portable, wraps a trained backbone from here
 caches here, never in the model:
 
 - :mod:`~.lean`: :class:`LeanStepper`, a residual stack's eval step on weights laid out once
-  (:mod:`~.mixers` lays out each attention's; :mod:`~.kv_cache` grows a Transformer's cache in place);
+  (:class:`LeanMixerStepper`: one mixer's, for a model that steps a mixer alone)
+  (:mod:`~.mixers` lays out each attention's: softmax, Aaren, linear; :mod:`~.kv_cache` grows a
+  Transformer's cache in place);
 - :mod:`~.compiled`: :class:`CompiledAarenStepper`, Aaren's lean step as one C++ call;
 - :mod:`~.onnx_aaren` and :mod:`~.onnx_kv`: Aaren's and the Transformer's steps as ONNX graphs
   with onnxruntime streams (:mod:`~.onnx_io` writes and opens the files).
@@ -22,7 +24,7 @@ import torch
 from torch import Tensor
 
 from recurrent_attention.deploy.compiled import CompiledAarenStepper, compiled_gelu
-from recurrent_attention.deploy.lean import LeanStepper, has_lean_step
+from recurrent_attention.deploy.lean import LeanMixerStepper, LeanStepper, has_lean_step
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone, State
 
@@ -52,4 +54,4 @@ def fast_stepper(model: Backbone) -> Stepper:
     return LeanStepper(model)
 
 
-__all__ = ["CompiledAarenStepper", "LeanStepper", "Stepper", "fast_stepper"]
+__all__ = ["CompiledAarenStepper", "LeanMixerStepper", "LeanStepper", "Stepper", "fast_stepper"]

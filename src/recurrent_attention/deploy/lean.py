@@ -99,7 +99,7 @@ def _stamps(parameters: tuple[nn.Parameter, ...]) -> list[tuple[int, int]]:
     return [(p._version, p.data_ptr()) for p in parameters]
 
 
-def _clearing_hook(stepper: LeanStepper) -> Callable[..., None]:
+def _clearing_hook(stepper: LeanStepper | LeanMixerStepper) -> Callable[..., None]:
     """A load hook that clears ``stepper``'s layout, holding it weakly (the model must not keep it alive)."""
     ref = weakref.ref(stepper)
 
@@ -158,3 +158,33 @@ class LeanStepper:
             x_t, layer_state = lean_block_step(weights, x_t, layer_state)
             new_states.append(layer_state)
         return (x_t if layout.final_norm is None else F.layer_norm(x_t, *layout.final_norm)), new_states
+
+
+class LeanMixerStepper:
+    """One token mixer's eval step (:func:`lean_mixer`) on weights laid out once, for a model that
+    steps a mixer outside a :class:`LayerStack` (video's causal time attention). The layout follows
+    the mixer's parameters as :class:`LeanStepper`'s follows a stack's; any other call (training,
+    autograd, another token shape) is the mixer's own step."""
+
+    def __init__(self, mixer: nn.Module) -> None:
+        if not has_lean_mixer(mixer):
+            raise TypeError(f"{type(mixer).__name__} has no lean step")
+        self.mixer = mixer
+        self._mix: Mixer | None = None
+        self._parameters: tuple[nn.Parameter, ...] = ()
+        self._stamps: list[tuple[int, int]] = []
+        handle = mixer.register_load_state_dict_post_hook(_clearing_hook(self))
+        weakref.finalize(self, handle.remove)
+
+    def clear(self) -> None:
+        """Drop the layout: the next step builds it again from the mixer's parameters."""
+        self._mix = None
+
+    def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
+        if self.mixer.training or torch.is_grad_enabled() or x_t.dim() != 2:
+            return self.mixer.step(x_t, state)
+        if self._mix is None or self._stamps != _stamps(self._parameters):
+            self._parameters = tuple(self.mixer.parameters())
+            self._stamps = _stamps(self._parameters)
+            self._mix = lean_mixer(self.mixer)
+        return self._mix(x_t, state)

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from recurrent_attention.deploy.kv_cache import append
 from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.models.base import State
+from recurrent_attention.models.linear_attention import EPS, LinearAttention, LinearState, feature_map
 from recurrent_attention.models.transformer import CausalSelfAttention, KVCache
 from recurrent_attention.ops import ScanState, attention_step
 
@@ -87,9 +88,34 @@ def attention_mix(
     return torch.addmm(out_bias, out.view(batch, -1), out_weight), cache
 
 
+def linear_mix(
+    qkv_weight: Tensor,
+    qkv_bias: Tensor,
+    out_weight: Tensor,
+    out_bias: Tensor,
+    head_shape: tuple[int, int],
+    x: Tensor,
+    state: LinearState,
+) -> tuple[Tensor, LinearState]:
+    """:meth:`LinearAttention.step` on :func:`attention_weights` (the same fused q/k/v): the state
+    absorbs ``phi(k) v^T`` in one batched outer product, the query reads ``S`` and ``z`` in one
+    batched product each. The state is new tensors, never written in place, so one state can be
+    stepped twice (a branch), as the model's step allows."""
+    batch, (heads, d_head) = x.shape[0], head_shape
+    q, k, v = torch.addmm(qkv_bias, x, qkv_weight).view(batch, 3, heads, d_head).unbind(1)
+    rows = batch * heads
+    q, k = feature_map(q).view(rows, 1, d_head), feature_map(k).view(rows, d_head, 1)
+    s = torch.baddbmm(state.s.reshape(rows, d_head, d_head), k, v.reshape(rows, 1, d_head))
+    z = state.z.reshape(rows, d_head, 1) + k
+    out = torch.bmm(q, s).div_(torch.bmm(q, z).add_(EPS))  # (rows, 1, d_head)
+    new_state = LinearState(s.view(batch, heads, d_head, d_head), z.view(batch, heads, d_head))
+    return torch.addmm(out_bias, out.view(batch, -1), out_weight), new_state
+
+
 LEAN_MIXERS: dict[type, tuple[Callable[[nn.Module], LaidOut], Callable[..., tuple[Tensor, State]]]] = {
     AarenAttention: (aaren_weights, aaren_mix),
     CausalSelfAttention: (attention_weights, attention_mix),
+    LinearAttention: (attention_weights, linear_mix),
 }
 """The mixers with a lean step (by exact type: a subclass may compute something else)."""
 

@@ -29,24 +29,38 @@ class AarenAttention(nn.Module):
 
     The query is a parameter, so the scores never need the keys: per head,
     ``s = (x W_k^T + b_k)·q / sqrt(d_head) = x·(W_k^T q) / sqrt(d_head) + b_k·q / sqrt(d_head)``.
+
+    ``scaled_scores`` (default True) keeps the Transformer's ``1 / sqrt(d_head)``; False gives the
+    paper's ``s_i = dot(q, k_i)`` (Aaren section 3). With a learned query the two are one model
+    reparametrised (the query absorbs the factor), but they start from different scores, so they
+    train differently: the scaled form starts where a softmax Transformer's scores start.
     :meth:`torch_value_score_projection` stacks those ``n_heads`` rows under the value projection's,
     built from the fused q/k/v parameter and the query (so the gradients reach ``W_q``, ``W_k``,
     their biases and the query exactly as through the unfused form): values and scores are then one
     matrix product of the tokens, in :meth:`forward` as in :meth:`step`.
     """
 
-    def __init__(self, d_model: int, n_heads: int, path: str = "chunked", qkv_bias: bool = True) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        path: str = "chunked",
+        qkv_bias: bool = True,
+        scaled_scores: bool = True,
+    ) -> None:
         super().__init__()
         if path not in PATHS:
             raise ValueError(f"model.path={path!r}: choose one of {sorted(PATHS)}")
         self.proj = HeadProjections(d_model, n_heads, qkv_bias)
         self.query = nn.Parameter(torch.randn(d_model) * d_model**-0.5)
-        self.path = path
+        self.path, self.scaled_scores = path, scaled_scores
 
     def value_score_projection(self) -> tuple[Tensor, Tensor | None]:
         """:meth:`torch_value_score_projection`, by its compiled form where one applies (CPU float32/64:
         :func:`~recurrent_attention.ops.compiled_value_score_projection`, equal to rounding)."""
         proj = self.proj
+        if not self.scaled_scores:  # the compiled kernel implements the scaled form
+            return self.torch_value_score_projection()
         compiled = compiled_value_score_projection(self.query, proj.qkv.weight, proj.qkv.bias, proj.n_heads)
         return self.torch_value_score_projection() if compiled is None else compiled
 
@@ -55,7 +69,9 @@ class AarenAttention(nn.Module):
         ``b`` is None without ``qkv_bias``."""
         heads, d_head = self.proj.n_heads, self.proj.d_head
         (query_weight, query_bias), (key_weight, key_bias), (value_weight, value_bias) = self.proj.parts()
-        q = F.linear(self.query, query_weight, query_bias).view(heads, d_head) * d_head**-0.5
+        q = F.linear(self.query, query_weight, query_bias).view(heads, d_head)
+        if self.scaled_scores:
+            q = q * d_head**-0.5
         weight = torch.cat([value_weight, (key_weight.view(heads, d_head, -1) * q.unsqueeze(-1)).sum(1)])
         if value_bias is None:
             return weight, None
@@ -102,9 +118,10 @@ class Aaren(LayerStack):
         attn_dropout: float | None = None,
         qkv_bias: bool = True,
         norm_eps: float = 1e-5,
+        scaled_scores: bool = True,
     ) -> None:
         # attn_dropout is accepted so model configs stay interchangeable; Aaren has no attention
         # matrix to drop (the residual and feed-forward dropout still apply).
         del attn_dropout
-        mixers = [AarenAttention(d_model, n_heads, path, qkv_bias) for _ in range(n_layers)]
+        mixers = [AarenAttention(d_model, n_heads, path, qkv_bias, scaled_scores) for _ in range(n_layers)]
         super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)

@@ -56,7 +56,12 @@ ADDED_KEYS: dict[str, dict[str, Any]] = {
         "model.absolute_positions": True,
         "model.carry_state": False,
     },
-    "aaren": {"model.carry_state": False, "model.absolute_positions": True},
+    "aaren": {
+        "model.carry_state": False,
+        "model.absolute_positions": True,
+        "model.scaled_scores": True,
+        "model.backbone.scaled_scores": True,
+    },
     **{
         crt: {"model.relative_positions": False, "model.backbone.relative_positions": False}
         for crt in ("crt", "crt_gru")

@@ -67,10 +67,12 @@ def full_history_actions(model, returns, states, actions, first: int, last: int)
         )
 
 
-@pytest.mark.parametrize("backbone", ["aaren", "transformer"])
+@pytest.mark.parametrize("backbone", ["aaren", "transformer", "linear_attention"])
 def test_long_stream_equals_a_forward_over_the_whole_history(backbone: str) -> None:
-    """After 100 steps (300 tokens, 20 x K) the carried state still equals the parallel forward."""
+    """After 100 steps (300 tokens, 20 x K) the carried state, stepped token by token through the
+    backbone's deployed step, still equals the parallel forward."""
     model = make_model(backbone)
+    assert StreamPolicy(model).stepper is not None  # the deployed step, not the model's forward
     torch.manual_seed(3)
     steps = 20 * K
     returns, states = torch.rand(2, steps) * 3000, torch.randn(2, steps, STATE_DIM)

@@ -17,7 +17,17 @@ K = 5
 
 def module(**kwargs) -> VideoClassificationModule:
     torch.manual_seed(0)
-    backbone = CRViT(img_size=16, patch_size=8, n_frames=4, d_model=8, n_layers=1, n_heads=2, d_ff=16)
+    backbone = CRViT(
+        img_size=16,
+        patch_size=8,
+        n_frames=4,
+        d_model=8,
+        n_layers=1,
+        n_heads=2,
+        d_ff=16,
+        frame_split="split",
+        rnn="gru",
+    )
     model = VideoClassificationModule(
         backbone, functools.partial(torch.optim.SGD, lr=0.1), n_classes=K, **kwargs
     ).eval()

@@ -141,10 +141,12 @@ def test_step_equals_the_parallel_pass_with_a_state_of_constant_size(mixer: str)
     state = model.init_state(2, video)
     sizes = []
     for t in range(5):
-        features, state = model.step(video[:, :, t], state)
+        with torch.no_grad():  # a stream's step: the mixers' deployed (lean) steps
+            features, state = model.step(video[:, :, t], state)
         torch.testing.assert_close(features, expected[:, t])
         sizes.append(sum(x.numel() for block in state.blocks for x in block) + state.feature_sum.numel())
     assert len(set(sizes)) == 1 and state.frames == 5
+    assert all(block.temporal_attn.stepper._mix is not None for block in model.blocks)
 
 
 @pytest.mark.parametrize(("cls", "mixer"), [(TimeSformer, "softmax"), (CRViT, "aaren"), (CRViT, "linear")])
@@ -211,7 +213,7 @@ def small_crvit(**kwargs) -> CRViT:
 
 @pytest.mark.parametrize("rnn", ["gru", "gru_eq4", "ncgru"])
 def test_memory_is_zero_in_iteration_one_and_made_by_the_rnn_after(rnn: str) -> None:
-    model = small_crvit(rnn=rnn)
+    model = small_crvit(rnn=rnn, frame_split="split")
     seen: list[Tensor] = []
     model.blocks[0].register_forward_pre_hook(lambda module, args: seen.append(args[2].clone()))
     video = torch.randn(2, 3, 4, 16, 16)
@@ -282,7 +284,7 @@ def test_iteration_two_class_token_carries_iteration_one_output() -> None:
 
 def test_iteration_two_frames_carry_their_place_in_the_clip() -> None:
     """With frame_split=split, iteration 2 sees frames 2..3 with time embeddings 2..3 (not 0..1)."""
-    model = small_crvit()
+    model = small_crvit(frame_split="split")
     torch.nn.init.normal_(model.time_embed, std=1.0)
     seen = block_inputs(model, 0)
     video = torch.randn(2, 3, 4, 16, 16)

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from recurrent_attention.deploy import Stepper
 from recurrent_attention.models.base import Backbone, State
 
 TOKENS_PER_STEP = 3
@@ -70,7 +71,19 @@ class DecisionTransformer(nn.Module):
         hidden, _ = self.backbone(self.tokens(returns_to_go, states, actions, timesteps))
         return self.action_from_state_outputs(hidden[:, STATE_TOKEN::TOKENS_PER_STEP])
 
-    def continue_stream(self, tokens: Tensor, state: State) -> tuple[Tensor, State]:
-        """Feed ``tokens (B, n, d)`` after ``state``; the output at the last token and the new state."""
-        hidden, state = self.backbone(tokens, state)
-        return hidden[:, -1], state
+    def continue_stream(
+        self, tokens: Tensor, state: State | None, stepper: Stepper | None = None
+    ) -> tuple[Tensor, State]:
+        """Feed ``tokens (B, n, d)`` after ``state``; the output at the last token and the new state.
+
+        With a ``stepper`` (:func:`~recurrent_attention.deploy.fast_stepper` of the backbone) the
+        tokens go one by one through the deployed step, as a deployed agent runs; without one,
+        through the backbone's parallel forward. The two are equal (tests)."""
+        if stepper is None:
+            hidden, state = self.backbone(tokens, state)
+            return hidden[:, -1], state
+        if state is None:
+            state = stepper.init_state(tokens.shape[0], tokens.device, tokens.dtype)
+        for i in range(tokens.shape[1]):
+            out, state = stepper.step(tokens[:, i], state)
+        return out, state

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from recurrent_attention.deploy import fast_stepper
 from recurrent_attention.models.base import State
 from recurrent_attention.tasks.rl.env import make_env
 from recurrent_attention.tasks.rl.head import DecisionTransformer
@@ -70,10 +71,18 @@ class WindowPolicy:
 
 
 class StreamPolicy:
-    """Carries the backbone state from its (re)start; each step feeds ``a_{t-1}, R_t, s_t``."""
+    """Carries the backbone state from its (re)start; each step feeds ``a_{t-1}, R_t, s_t``.
+
+    The tokens go through the backbone's deployed step (:func:`~recurrent_attention.deploy.fast_stepper`:
+    Aaren's compiled step, the lean Transformer and linear attention steps) where it has one; a
+    backbone that is its own deployed form (CRT, Transformer-XL) takes its parallel forward over
+    the step's two or three tokens, which equals its steps (CRT's step recomputes its open segment
+    at every token)."""
 
     def __init__(self, model: DecisionTransformer) -> None:
         self.model = model
+        stepper = fast_stepper(model.backbone)
+        self.stepper = None if stepper is model.backbone else stepper
         self.restart()
 
     def restart(self) -> None:
@@ -89,7 +98,7 @@ class StreamPolicy:
         if self.pending_action_token is not None:
             tokens = torch.cat([self.pending_action_token, tokens], dim=1)
         self.last_inputs = (returns_to_go, states, steps)
-        hidden, self.state = self.model.continue_stream(tokens, self.state)
+        hidden, self.state = self.model.continue_stream(tokens, self.state, self.stepper)
         return self.model.action_from_state_outputs(hidden)
 
     def observe(self, actions: Tensor) -> None:

@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from recurrent_attention.deploy import LeanMixerStepper
+from recurrent_attention.deploy.mixers import has_lean_mixer
 from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.models.base import State
 from recurrent_attention.models.linear_attention import LinearAttention
@@ -105,6 +107,9 @@ class CausalTimeAttention(nn.Module):
     def __init__(self, attn: nn.Module) -> None:
         super().__init__()
         self.attn = attn
+        # The per-frame step in eval is the deployed one (weights laid out once), as for every
+        # stream; a mixer with no lean step steps itself.
+        self.stepper = LeanMixerStepper(attn) if has_lean_mixer(attn) else attn
 
     def forward(self, x: Tensor, context: Tensor | None = None) -> Tensor:
         tokens = x if context is None else torch.cat([context, x], dim=1)
@@ -115,8 +120,9 @@ class CausalTimeAttention(nn.Module):
         return self.attn.init_state(rows, like.device, like.dtype)
 
     def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
-        """One frame ``(N, D)`` for each of ``N`` patch locations; equals :meth:`forward`'s row."""
-        return self.attn.step(x_t, state)
+        """One frame ``(N, D)`` for each of ``N`` patch locations; equals :meth:`forward`'s row.
+        In eval without gradients, the mixer's deployed step (:class:`LeanMixerStepper`), tested equal."""
+        return self.stepper.step(x_t, state)
 
 
 class Mlp(nn.Sequential):
