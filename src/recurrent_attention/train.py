@@ -167,12 +167,14 @@ def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
 
 def loader_settings(cfg: DictConfig) -> dict[str, Any]:
     """The run's ``loader`` node (``conf/trainer/gpu.yaml``: workers, pinned memory) as keyword
-    arguments of the task's datamodule; none under ``trainer=cpu`` (the datamodules' 0 / False)."""
+    arguments of the task's datamodule; none under ``trainer=cpu`` (the datamodules' 0 / False).
+    A setting the task's datamodule config names itself stays the task's (video's
+    ``task.num_workers``, whose random views are drawn in the workers)."""
     settings = OmegaConf.to_container(cfg.get("loader") or OmegaConf.create(), resolve=True)
     unknown = sorted(set(settings) - set(LOADER_KEYS))
     if unknown:
         raise ConfigError(f"loader.{unknown[0]} is not a loader setting: use {', '.join(LOADER_KEYS)}")
-    return settings
+    return {key: value for key, value in settings.items() if key not in cfg.task.datamodule}
 
 
 def set_matmul_precision(cfg: DictConfig) -> None:

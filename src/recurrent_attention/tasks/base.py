@@ -11,6 +11,7 @@ from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from lightning.pytorch.strategies import Strategy
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
+from recurrent_attention.errors import ConfigError
 from recurrent_attention.migration import migrate_checkpoint
 from recurrent_attention.models.base import Backbone
 from recurrent_attention.runs.resume import EpochShuffle
@@ -216,7 +217,7 @@ def loader_options(num_workers: int, pin_memory: bool, persistent_workers: bool)
     """The :data:`LOADER_KEYS` a datamodule was given, as :func:`make_loader`'s (and a DataLoader's)
     keyword arguments; workers persist only where there are workers (the DataLoader refuses it else)."""
     if num_workers < 0:
-        raise ValueError(f"loader.num_workers={num_workers}: need 0 (load in the main process) or more")
+        raise ConfigError(f"loader.num_workers={num_workers}: need 0 (load in the main process) or more")
     return {
         "num_workers": num_workers,
         "pin_memory": pin_memory,
