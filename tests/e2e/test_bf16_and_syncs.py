@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.errors import ConfigError
 from recurrent_attention.ops import native
+from recurrent_attention.tasks.base import loader_options
 from recurrent_attention.tasks.ef import batching
 from recurrent_attention.train import loader_settings, set_matmul_precision
 from tests.conftest import read_summaries, run_train
@@ -225,6 +226,10 @@ def test_loader_settings_reach_every_familys_training_loader(
 def test_bad_loader_or_matmul_settings_are_one_line() -> None:
     with pytest.raises(ConfigError, match=r"^loader.num_worker is not a loader setting: use num_workers,"):
         loader_settings(OmegaConf.create({"loader": {"num_worker": 2}}))
+    with pytest.raises(
+        ConfigError, match=r"^loader.num_workers=-1: need 0 \(load in the main process\) or more"
+    ):
+        loader_options(-1, pin_memory=False, persistent_workers=False)
     with pytest.raises(ConfigError, match=r"^float32_matmul_precision=tf32: choose one of highest, high"):
         set_matmul_precision(OmegaConf.create({"float32_matmul_precision": "tf32"}))
 
