@@ -12,6 +12,7 @@ go on and the sweep exits non-zero listing the failures (``runs.sweep``).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import hydra
 import lightning as L
+import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.types import RunMode
@@ -55,9 +57,13 @@ from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs, 
 from recurrent_attention.runs.sweep import note_failed_job
 from recurrent_attention.runs.wall_clock import WallClock
 from recurrent_attention.tasks import register_families
+from recurrent_attention.tasks.base import LOADER_KEYS
 
 register_resolvers()
 register_families()  # the families' config rules and resolvers, before Hydra resolves a run's folder
+
+log = logging.getLogger(__name__)
+MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -171,11 +177,36 @@ def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     return (callback.best_model_path or None) if callback else None
 
 
+def loader_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The run's ``loader`` node (``conf/trainer/gpu.yaml``: workers, pinned memory) as keyword
+    arguments of the task's datamodule; none under ``trainer=cpu`` (the datamodules' 0 / False).
+    A setting the task's datamodule config names itself stays the task's (video's
+    ``task.num_workers``, whose random views are drawn in the workers)."""
+    settings = OmegaConf.to_container(cfg.get("loader") or OmegaConf.create(), resolve=True)
+    unknown = sorted(set(settings) - set(LOADER_KEYS))
+    if unknown:
+        raise ConfigError(f"loader.{unknown[0]} is not a loader setting: use {', '.join(LOADER_KEYS)}")
+    return {key: value for key, value in settings.items() if key not in cfg.task.datamodule}
+
+
+def set_matmul_precision(cfg: DictConfig) -> None:
+    """``float32_matmul_precision`` (``trainer=gpu``: ``high``, TF32) for torch; absent, torch's own."""
+    precision = cfg.get("float32_matmul_precision")
+    if precision is None:
+        return
+    if precision not in MATMUL_PRECISIONS:
+        raise ConfigError(
+            f"float32_matmul_precision={precision}: choose one of {', '.join(MATMUL_PRECISIONS)}"
+        )
+    torch.set_float32_matmul_precision(precision)
+
+
 def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, Any]:
     """Train and test one configuration in ``run_dir``; returns the summary record."""
     clock = WallClock()
     L.seed_everything(cfg.seed, workers=True)
-    datamodule = build(cfg.task.datamodule)
+    set_matmul_precision(cfg)
+    datamodule = build(cfg.task.datamodule, **loader_settings(cfg))
     backbone = build_backbone(cfg.model.backbone)
     compile_backbone(backbone, cfg)
     module = build(cfg.task.module, backbone=backbone)
@@ -183,6 +214,11 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     callbacks = [clock, *training_callbacks(cfg, run_dir)]
     trainer: L.Trainer = instantiate(
         cfg.trainer, callbacks=callbacks, logger=logger, default_root_dir=str(run_dir)
+    )
+    compiled = "yes" if cfg.model.get("compile", False) else "no"
+    log.info(
+        f"device {trainer.strategy.root_device} ({device_description()}), precision {trainer.precision}, "
+        f"float32 matmul {torch.get_float32_matmul_precision()}, backbone compiled: {compiled}"
     )
     last = usable_checkpoint(last_checkpoint_path(run_dir))
     if last:

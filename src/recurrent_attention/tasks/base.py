@@ -11,6 +11,7 @@ from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from lightning.pytorch.strategies import Strategy
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
+from recurrent_attention.errors import ConfigError
 from recurrent_attention.migration import migrate_checkpoint
 from recurrent_attention.models.base import Backbone
 from recurrent_attention.runs.resume import EpochShuffle
@@ -177,17 +178,21 @@ def make_loader(
     dataset: Dataset,
     batch_size: int | None,
     shuffle: bool,
-    num_workers: int = 0,
     drop_last: bool = False,
     collate_fn: Callable | None = None,
     rank_local: bool = False,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+    persistent_workers: bool = False,
 ) -> DataLoader:
     """The DataLoader every datamodule uses (``batch_size=None``: items are batches already).
 
     A shuffled loader's order is a function of (seed, epoch), so that a resumed run sees the
     batches an uninterrupted one would (``runs.resume``); under DDP Lightning shards it. Ordered
     loaders are shared out by :func:`evaluation_sampler`, so that evaluation counts every item
-    exactly once.
+    exactly once. ``num_workers``, ``pin_memory`` and ``persistent_workers`` are the run's
+    :data:`LOADER_KEYS` (``trainer=gpu`` sets them; 0 / False on the CPU), as :func:`loader_options`
+    returns them.
     """
     return DataLoader(
         dataset,
@@ -196,5 +201,25 @@ def make_loader(
         drop_last=drop_last,
         collate_fn=collate_fn,
         num_workers=num_workers,
-        persistent_workers=num_workers > 0,
+        pin_memory=pin_memory,
+        persistent_workers=persistent_workers,
     )
+
+
+LOADER_KEYS = ("num_workers", "pin_memory", "persistent_workers")
+"""How a datamodule's loaders run, every family's datamodule takes them: loader worker processes,
+pinned (page-locked) host memory, from which Lightning's copy to a GPU is asynchronous
+(``non_blocking``), and workers kept alive between epochs. ``train.py`` passes the run's ``loader``
+node (``conf/trainer/gpu.yaml``) to the datamodule."""
+
+
+def loader_options(num_workers: int, pin_memory: bool, persistent_workers: bool) -> dict[str, Any]:
+    """The :data:`LOADER_KEYS` a datamodule was given, as :func:`make_loader`'s (and a DataLoader's)
+    keyword arguments; workers persist only where there are workers (the DataLoader refuses it else)."""
+    if num_workers < 0:
+        raise ConfigError(f"loader.num_workers={num_workers}: need 0 (load in the main process) or more")
+    return {
+        "num_workers": num_workers,
+        "pin_memory": pin_memory,
+        "persistent_workers": persistent_workers and num_workers > 0,
+    }

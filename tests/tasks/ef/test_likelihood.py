@@ -10,6 +10,7 @@ import torch
 from scipy import stats
 
 from recurrent_attention.models import Transformer
+from recurrent_attention.tasks.ef import batching
 from recurrent_attention.tasks.ef.data import collate
 from recurrent_attention.tasks.ef.formats import EventSequence
 from recurrent_attention.tasks.ef.head import EventModel
@@ -87,9 +88,14 @@ def test_padding_does_not_change_a_sequence_score() -> None:
     assert float(both.nll_sum()) == pytest.approx(float(alone + other), rel=1e-10)
 
 
-def test_mark_terms_equal_the_head_over_every_position() -> None:
-    """The mark head runs only where an event is predicted; the log-likelihood, the predicted marks
-    and the gradients equal the naive form that scores every (padded) position and masks after."""
+@pytest.mark.parametrize("host_devices", [{"cpu"}, set()], ids=["rows-selected", "dense-as-on-gpu"])
+def test_mark_terms_equal_the_head_over_every_position(
+    host_devices: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a CPU the mark head runs only where an event is predicted; elsewhere (the form a GPU
+    runs, with no host read) on every position, masked. Both forms' log-likelihood, predicted marks
+    and gradients equal the naive form that scores every (padded) position and masks after."""
+    monkeypatch.setattr(batching, "HOST_DEVICES", frozenset(host_devices))
     model = small_model(n_marks=5)
     generator = torch.Generator().manual_seed(3)
     sequences = [
@@ -100,6 +106,7 @@ def test_mark_terms_equal_the_head_over_every_position() -> None:
         for n in (2, 7, 4, 1)
     ]
     batch = collate(sequences, dtype=torch.float64)
+    batch["marks"] = torch.where(batch["mask"], batch["marks"], 4)  # padding's mark: never read
     target = batch["mask"][:, 1:]
     scores = score_batch(model, batch)
     fast = torch.autograd.grad(scores.mark_ll.sum(), list(model.parameters()), allow_unused=True)
@@ -109,6 +116,7 @@ def test_mark_terms_equal_the_head_over_every_position() -> None:
     slow = torch.autograd.grad(naive.sum(), list(model.parameters()), allow_unused=True)
     torch.testing.assert_close(scores.mark_ll, naive, rtol=1e-12, atol=1e-12)
     assert torch.equal(scores.mark_pred[target], logits[:, :-1].argmax(-1)[target])
+    assert not scores.mark_pred[~target].any()
     for a, b in zip(fast, slow, strict=True):
         assert (a is None) == (b is None)
         if a is not None:

@@ -12,7 +12,7 @@ import torch
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.tasks.rl.data import RLDataModule
 from recurrent_attention.tasks.rl.formats import Trajectory
-from recurrent_attention.tasks.rl.module import DecisionTransformerModule
+from recurrent_attention.tasks.rl.module import DecisionTransformerModule, masked_mse
 from tests.helpers.d4rl_files import hopper_score, mean_episode_return, write_tiny_d4rl
 
 STATE_DIM, ACT_DIM, K = 3, 2, 4
@@ -58,6 +58,18 @@ def test_loss_is_the_mse_over_valid_actions_only() -> None:
     expected = ((predicted[:, :2] - b["actions"][:, :2]) ** 2).mean()
     torch.testing.assert_close(loss, expected)
     assert loss < 4  # tanh outputs against actions in [-1, 1]; the padded 50s would give ~2500
+
+
+def test_masked_mse_is_the_indexed_mse_without_its_host_read() -> None:
+    """The loss as a masked sum equals ``mse_loss`` over the boolean-indexed real timesteps (rows
+    of any length); padding's value never counts, not even a NaN; no real timestep: 0, not NaN."""
+    generator = torch.Generator().manual_seed(0)
+    predicted, target = torch.randn(3, K, ACT_DIM, generator=generator), torch.randn(3, K, ACT_DIM)
+    mask = torch.arange(K) < torch.tensor([[K], [2], [0]])
+    predicted[~mask] = float("nan")
+    indexed = torch.nn.functional.mse_loss(predicted[mask], target[mask])
+    torch.testing.assert_close(masked_mse(predicted, target, mask), indexed, rtol=1e-6, atol=0)
+    assert masked_mse(predicted, target, torch.zeros_like(mask)) == 0
 
 
 class LearningRates(L.Callback):

@@ -101,3 +101,18 @@ def test_staggered_acts_from_the_older_of_two_restarted_contexts(backbone: str) 
         expected = full_history_actions(model, returns, states, staggered, first, t)[:, -1]
         torch.testing.assert_close(staggered[:, t], expected, atol=1e-5, rtol=1e-4)
     assert min(lengths[half:]) == half + 1 and max(lengths) == K
+
+
+@pytest.mark.parametrize("backbone", ["aaren", "transformer"])
+def test_stream_under_bf16_autocast_steps_the_deployed_backbone_in_float32(backbone: str) -> None:
+    """As ``trainer.precision=bf16-mixed`` tests: the deployed step runs outside autocast at the
+    weights' dtype (its layout in bf16 beside a float32 state was refused); only the embeddings and
+    the action head round to bf16, so the actions stay within bf16 rounding of float32's."""
+    model = make_model(backbone)
+    torch.manual_seed(1)
+    returns, states = torch.rand(3, 2 * K) * 3000, torch.randn(3, 2 * K, STATE_DIM)
+    full = drive(StreamPolicy(model), returns, states, 2 * K)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = drive(StreamPolicy(model), returns, states, 2 * K)
+    assert mixed.dtype == torch.bfloat16
+    torch.testing.assert_close(mixed.float(), full, atol=0.05, rtol=0)

@@ -23,7 +23,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import DataError, DataLocation
-from recurrent_attention.tasks.base import make_loader
+from recurrent_attention.tasks.base import loader_options, make_loader
 from recurrent_attention.tasks.ef.formats import (
     EventSequence,
     positional_split,
@@ -103,6 +103,8 @@ class EFDataModule(L.LightningDataModule):
         max_length: int | None = None,
         sin: dict[str, Any] | None = None,
         num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
         data_dir: str = "data",
         mirror: str | None = None,
         download: bool = True,
@@ -117,7 +119,8 @@ class EFDataModule(L.LightningDataModule):
         self.batch_size, self.split_sizes, self.min_length = batch_size, tuple(split_sizes), min_length
         self.max_length = max_length
         self.sin = dict(sin or {})
-        self.num_workers, self.location = num_workers, DataLocation(source, data_dir, mirror, download)
+        self.location = DataLocation(source, data_dir, mirror, download)
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.path = path
         self.datasets: dict[str, EventDataset] = {}
 
@@ -180,7 +183,7 @@ class EFDataModule(L.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         return make_loader(
-            self.datasets[split], self.batch_size, shuffle, self.num_workers, collate_fn=collate
+            self.datasets[split], self.batch_size, shuffle, collate_fn=collate, **self.loader_options
         )
 
     def train_dataloader(self) -> DataLoader:

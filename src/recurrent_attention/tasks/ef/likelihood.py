@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from recurrent_attention.ops.categorical import class_log_likelihood
+from recurrent_attention.tasks.ef.batching import skips_padding
 from recurrent_attention.tasks.ef.head import EventModel
 from recurrent_attention.tasks.ef.mixture import LogNormalMixture
 
@@ -92,15 +93,28 @@ def _predicted_marks(
 ) -> tuple[Tensor, Tensor]:
     """Log-probability and argmax of each predicted event's mark, ``(B, N - 1)`` each, 0 at padding.
 
-    The head runs only where ``target`` holds a real event: a batch is padded to its longest
-    sequence, and with Wiki's 8227 marks the logits of the padded positions cost most of an epoch.
-    Its softmax goes through :func:`~recurrent_attention.ops.categorical.class_log_likelihood`,
-    which keeps those logits in cache on a CPU.
+    On a CPU the head runs only where ``target`` holds a real event: a batch is padded to its
+    longest sequence, and with Wiki's 8227 marks the logits of the padded positions cost most of an
+    epoch. Selecting those rows reads the mask on the host, which elsewhere would stall the device
+    every step (:func:`~.batching.skips_padding`): there the head runs on every row and the padding
+    is masked out. Its softmax goes through
+    :func:`~recurrent_attention.ops.categorical.class_log_likelihood`, which keeps those logits in
+    cache on a CPU.
     """
-    scored, best = class_log_likelihood(hidden[target], mark_head.weight, mark_head.bias, next_marks[target])
-    mark_ll = scored.new_zeros(target.shape).masked_scatter(target, scored)
-    mark_pred = torch.zeros_like(next_marks).masked_scatter(target, best)
-    return mark_ll, mark_pred
+    if skips_padding(hidden.device):
+        scored, best = class_log_likelihood(
+            hidden[target], mark_head.weight, mark_head.bias, next_marks[target]
+        )
+        mark_ll = scored.new_zeros(target.shape).masked_scatter(target, scored)
+        mark_pred = torch.zeros_like(next_marks).masked_scatter(target, best)
+        return mark_ll, mark_pred
+    marks = torch.where(target, next_marks, 0)  # a padding mark may be any index: 0 is a class
+    scored, best = class_log_likelihood(
+        hidden.flatten(0, 1), mark_head.weight, mark_head.bias, marks.flatten()
+    )
+    return torch.where(target, scored.view(target.shape), 0.0), torch.where(
+        target, best.view(target.shape), 0
+    )
 
 
 def _last_interval(

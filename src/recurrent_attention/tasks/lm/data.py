@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 from recurrent_attention.data import DataError, DataLocation, describe_origin
 from recurrent_attention.data.checks import reading
 from recurrent_attention.errors import ConfigError
-from recurrent_attention.tasks.base import distributed_world, make_loader
+from recurrent_attention.tasks.base import distributed_world, loader_options, make_loader
 
 EOS, UNK = "<eos>", "<unk>"
 SPLIT_FILES = {"train": "train", "val": "valid", "test": "test"}
@@ -156,9 +156,13 @@ class LMDataModule(L.LightningDataModule):
         data_dir: str = "data",
         mirror: str | None = None,
         download: bool = True,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
     ) -> None:
         super().__init__()
         self.source, self.vocab_size, self.lower_case = source, vocab_size, lower_case
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.seg_len, self.bptt_segments = seg_len, bptt_segments
         if tokens_per_step is not None:
             batch_size = max(1, round(tokens_per_step / (seg_len * bptt_segments)))
@@ -215,7 +219,9 @@ class LMDataModule(L.LightningDataModule):
             rank_zero_info(f"{self.source} {key}: {self.origins[key]}")
 
     def _loader(self, split: str) -> DataLoader:
-        return make_loader(self.datasets[split], batch_size=None, shuffle=False, rank_local=True)
+        return make_loader(
+            self.datasets[split], batch_size=None, shuffle=False, rank_local=True, **self.loader_options
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train")

@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 
 from recurrent_attention.data import DataError, DataLocation
-from recurrent_attention.tasks.base import make_loader
+from recurrent_attention.tasks.base import loader_options, make_loader
 from recurrent_attention.tasks.rl.formats import Trajectory, read_trajectories
 from recurrent_attention.tasks.rl.rollout import MODES
 
@@ -101,6 +101,8 @@ class RLDataModule(L.LightningDataModule):
         eval_episodes: int = 10,
         eval_seed: int = 0,
         num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
         data_dir: str = "data",
         mirror: str | None = None,
         download: bool = True,
@@ -115,7 +117,7 @@ class RLDataModule(L.LightningDataModule):
         self.state_dim, self.act_dim, self.context_len = state_dim, act_dim, context_len
         self.batch_size, self.updates_per_epoch, self.compat = batch_size, updates_per_epoch, compat
         self.jobs = evaluation_jobs(list(eval_modes), eval_episodes, eval_seed)
-        self.num_workers = num_workers
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.location = DataLocation(source, data_dir, mirror, download)
         self.trajectories: list[Trajectory] = []
         self.resolved_path: Path | None = None
@@ -162,9 +164,8 @@ class RLDataModule(L.LightningDataModule):
             TrajectoryWindows(self.trajectories, self.context_len),
             batch_size=self.batch_size,
             sampler=sampler,
-            num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
+            **self.loader_options,
         )
 
     def test_dataloader(self) -> DataLoader:
-        return make_loader([self.jobs], batch_size=None, shuffle=False)
+        return make_loader([self.jobs], batch_size=None, shuffle=False)  # one item: the episodes to play

@@ -28,6 +28,18 @@ from recurrent_attention.tasks.rl.head import DecisionTransformer
 from recurrent_attention.tasks.rl.rollout import RolloutResult, run_episodes
 
 
+def masked_mse(predicted: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+    """The actions' mean squared error over the real timesteps: ``(B, K, A)`` actions, ``(B, K)`` mask.
+
+    The same number as ``mse_loss(predicted[mask], target[mask])``, as a masked sum over a count:
+    boolean indexing has a shape that depends on the data, so on a GPU it waits for the mask to
+    reach the host every step. The padding's error is dropped by ``torch.where``, not multiplied by
+    0 (a NaN there stays out); a batch without a real timestep gives 0 (the indexed form: NaN).
+    """
+    squared = torch.where(mask.unsqueeze(-1), (predicted - target).square(), 0.0)
+    return squared.sum() / (mask.sum() * target.shape[-1]).clamp_min(1)
+
+
 class DecisionTransformerModule(TaskModule):
     def __init__(
         self,
@@ -79,8 +91,8 @@ class DecisionTransformerModule(TaskModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         predicted = self.model(batch["returns_to_go"], batch["states"], batch["actions"], batch["timesteps"])
         mask = batch["mask"]
-        loss = torch.nn.functional.mse_loss(predicted[mask], batch["actions"][mask])
-        self.log("train/loss", loss, prog_bar=True, batch_size=int(mask.sum()))
+        loss = masked_mse(predicted, batch["actions"], mask)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(mask))
         return loss
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:

@@ -179,7 +179,7 @@ def play(
             states = torch.as_tensor(observations, dtype=torch.float32, device=device)
             actions = policy.act(returns_to_go, states, calls)
             policy.observe(actions)
-            actions_np = actions.cpu().numpy()
+            actions_np = actions.float().cpu().numpy()  # bf16 under autocast: numpy has no bf16
             policy_seconds += time.perf_counter() - started
             calls += 1
             started = time.perf_counter()

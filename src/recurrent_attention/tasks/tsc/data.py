@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.data.checks import require_scalable
-from recurrent_attention.tasks.base import make_loader
+from recurrent_attention.tasks.base import loader_options, make_loader
 from recurrent_attention.tasks.tsc.tsformat import TSData, read_ts
 
 COMPATS = ("default", "reference")
@@ -154,6 +154,8 @@ class TSCDataModule(L.LightningDataModule):
         instance_norm: bool = False,
         compat: str = "default",
         num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
         data_dir: str = "data",
         mirror: str | None = None,
         download: bool = True,
@@ -167,7 +169,8 @@ class TSCDataModule(L.LightningDataModule):
             raise ValueError("give both task.datamodule.train_path and test_path, or neither")
         self.source, self.train_path, self.test_path = source, train_path, test_path
         self.n_channels, self.n_classes, self.max_len = n_channels, n_classes, max_len
-        self.batch_size, self.num_workers = batch_size, num_workers
+        self.batch_size = batch_size
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.val_fraction, self.split_seed = val_fraction, split_seed
         self.instance_norm, self.compat = instance_norm, compat
         self.location = DataLocation(source, data_dir, mirror, download)
@@ -231,7 +234,7 @@ class TSCDataModule(L.LightningDataModule):
         self.datasets["val"] = self.datasets["test"] if val_idx is None else subset(val_idx)
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return make_loader(self.datasets[split], self.batch_size, shuffle, self.num_workers)
+        return make_loader(self.datasets[split], self.batch_size, shuffle, **self.loader_options)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.data.checks import reading, require_finite, require_scalable
-from recurrent_attention.tasks.base import make_loader
+from recurrent_attention.tasks.base import loader_options, make_loader
 from recurrent_attention.tasks.tsf.timefeatures import time_features
 
 SPLITS = ("train", "val", "test")
@@ -184,6 +184,8 @@ class TSFDataModule(L.LightningDataModule):
         n_channels: int | None = None,
         batch_size: int = 32,
         num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
         compat: str = "default",
         data_dir: str = "data",
         mirror: str | None = None,
@@ -196,7 +198,8 @@ class TSFDataModule(L.LightningDataModule):
         self.source, self.layout, self.path = source, layout, path
         self.seq_len, self.pred_len = seq_len, pred_len
         self.features, self.target, self.freq = features, target, freq
-        self.n_channels, self.batch_size, self.num_workers = n_channels, batch_size, num_workers
+        self.n_channels, self.batch_size = n_channels, batch_size
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.compat, self.location = compat, DataLocation(source, data_dir, mirror, download)
         self.datasets: dict[str, ForecastWindows] = {}
         self.scaler: Standardizer | None = None
@@ -233,7 +236,7 @@ class TSFDataModule(L.LightningDataModule):
             )
 
     def _loader(self, split: str, shuffle: bool, drop_last: bool) -> DataLoader:
-        return make_loader(self.datasets[split], self.batch_size, shuffle, self.num_workers, drop_last)
+        return make_loader(self.datasets[split], self.batch_size, shuffle, drop_last, **self.loader_options)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True, drop_last=True)

@@ -25,7 +25,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import DataError
-from recurrent_attention.tasks.base import make_loader
+from recurrent_attention.tasks.base import loader_options, make_loader
 from recurrent_attention.tasks.video.frames import (
     eval_transform,
     normalise,
@@ -114,6 +114,8 @@ class SmarthomeDataModule(L.LightningDataModule):
         batch_size: int = 8,
         eval_batch_size: int = 4,
         num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
         compat: str = "default",
         scan_cache: str | None = None,
     ) -> None:
@@ -135,7 +137,8 @@ class SmarthomeDataModule(L.LightningDataModule):
             "std": list(std),
         }
         self.test_views, self.batch_size, self.eval_batch_size = test_views, batch_size, eval_batch_size
-        self.num_workers, self.compat = num_workers, compat
+        self.compat = compat
+        self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.scan_cache = None if scan_cache is None else Path(scan_cache).expanduser()
         self.datasets: dict[str, ClipSet] = {}
 
@@ -172,16 +175,12 @@ class SmarthomeDataModule(L.LightningDataModule):
             self.datasets["train"],
             self.batch_size,
             shuffle=True,
-            num_workers=self.num_workers,
+            **self.loader_options,
             drop_last=False,
         )
 
     def val_dataloader(self) -> DataLoader:
-        return make_loader(
-            self.datasets["val"], self.eval_batch_size, shuffle=False, num_workers=self.num_workers
-        )
+        return make_loader(self.datasets["val"], self.eval_batch_size, shuffle=False, **self.loader_options)
 
     def test_dataloader(self) -> DataLoader:
-        return make_loader(
-            self.datasets["test"], self.eval_batch_size, shuffle=False, num_workers=self.num_workers
-        )
+        return make_loader(self.datasets["test"], self.eval_batch_size, shuffle=False, **self.loader_options)
