@@ -80,6 +80,7 @@ def test_checks_run_beside_the_jobs_and_keep_what_they_finished(tmp_path: Path) 
         read = {name: tar.extractfile(name).read().decode() for name in names if tar.getmember(name).isfile()}
     assert [j["status"] for j in report["jobs"]] == ["finished"]
     assert {s["name"]: s["returncode"] for s in report["steps"]} == {"bench": 124, "tests": 124}
+    assert {s["name"]: s.get("tests") for s in report["steps"]} == {"bench": None, "tests": {"passed": 1}}
     log = read["runner.log"].splitlines()
     finished = next(i for i, line in enumerate(log) if "job 0 finished" in line)
     assert all(i > finished for i, line in enumerate(log) if "exit 124" in line)  # the job did not wait

@@ -106,6 +106,15 @@ def epochs_logged(folder: Path) -> int | None:
     return max(reached, default=None)
 
 
+def test_outcomes(path: Path) -> dict[str, int]:
+    """Tests per outcome in a pytest check's result log (``tests/helpers/result_log.py``), as far as
+    it got: runner.json says at a glance what a check stopped at its timeout had passed."""
+    if not path.is_file():
+        return {}
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return dict(Counter(line["outcome"] for line in lines))
+
+
 @dataclass
 class JobRecord:
     overrides: list[str]
@@ -266,7 +275,9 @@ class Runner:
         self.log(f"step {step['name']}: {' '.join(argv)} (timeout {timeout:.0f} s)")
         code, tail = self.call(argv, timeout, log=folder / "output.txt")
         seconds = time.monotonic() - started
-        self.window.steps.append({"name": step["name"], "returncode": code, "seconds": round(seconds, 1)})
+        record = {"name": step["name"], "returncode": code, "seconds": round(seconds, 1)}
+        outcomes = test_outcomes(folder / "results.jsonl")
+        self.window.steps.append({**record, "tests": outcomes} if outcomes else record)
         self.log(f"step {step['name']}: exit {code} in {seconds:.0f} s; {tail.strip().splitlines()[-1:]}")
 
     def run_checks_and_jobs(self, data_dir: Path) -> None:
