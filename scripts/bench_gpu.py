@@ -3,18 +3,18 @@
 
 python scripts/bench_gpu.py --out results/bench/gpu     # on a GPU machine
 python scripts/bench_gpu.py --out /tmp/x --smoke        # tiny sizes on any device (tests)
-Writes <out>/bench_gpu.json and <out>/bench_gpu.md; exits 1 if any part failed (each failure recorded).
+Writes <out>/bench_gpu.json and <out>/bench_gpu.md after each part (atomically: a run stopped in a
+part keeps the parts before it, `parts_done` names them); exits 1 if any part failed (each recorded).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from functools import partial
 from pathlib import Path
 
-from recurrent_attention.bench.gpu import gpu_bench, markdown
-from recurrent_attention.results.summary import atomic_write_text
+from recurrent_attention.bench.gpu import gpu_bench, markdown, write_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,9 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for bench_gpu.json and bench_gpu.md")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on whatever device there is")
     args = parser.parse_args(argv)
-    report = gpu_bench(smoke=args.smoke)
-    atomic_write_text(args.out / "bench_gpu.json", json.dumps(report, indent=1) + "\n")
-    atomic_write_text(args.out / "bench_gpu.md", markdown(report))
+    report = gpu_bench(smoke=args.smoke, on_part=partial(write_report, args.out))
     print(markdown(report))
     return 1 if report["errors"] else 0
 

@@ -72,7 +72,12 @@ def test_smoke_window_of_each_chunk_makes_a_table(
     finished = [j for j in report["jobs"] if j["status"] == "finished"]
     assert finished, report["stdout"]
     if chunk == "verify":
-        assert sorted(s["name"] for s in report["steps"]) == ["bench-gpu", "tests-cpu", "tests-gpu"]
+        assert sorted(s["name"] for s in report["steps"]) == [
+            "bench-gpu",
+            "tests-cpu",
+            "tests-gpu",
+            "tests-gpu-compile",
+        ]
         assert all(s["returncode"] == 0 for s in report["steps"]), report["stdout"]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout
     results = tmp_path / "imported"  # stands for the checkout, which the import would leave to commit

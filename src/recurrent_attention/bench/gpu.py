@@ -8,14 +8,18 @@ timed in the same run, on the same GPU, which the output names).
    3 layers): the task module's step on real batches in bf16 autocast, backward, clipping, Adam.
 3. Per-token step at batch 1 and 64 with N tokens in the state: Aaren's constant-size state against
    the Transformer's KV cache, eval mode, no gradients.
-Each part that fails is recorded with its error and the next one runs.
+Each part that fails is recorded with its error and the next one runs; after each part the report
+so far goes to ``on_part`` (``scripts/bench_gpu.py`` writes it), so a window's timeout in the middle
+of a part keeps the parts before it.
 """
 
 from __future__ import annotations
 
+import json
 import traceback
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import torch
 
@@ -25,6 +29,7 @@ from recurrent_attention.bench.timing import time_call
 from recurrent_attention.bench.training import AAREN_PAIR, family_timings
 from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.results.summary import atomic_write_text
 
 OPERATOR_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 TRAINING_TASKS = {
@@ -94,30 +99,52 @@ def step_part(device: str, contexts: tuple[int, ...], batches: tuple[int, ...], 
     return rows
 
 
-def gpu_bench(smoke: bool = False) -> dict:
-    """Every part on the GPU (``smoke``: tiny sizes on whatever device there is, for tests)."""
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    errors: list[dict] = []
+PARTS = ("operator", "training", "steps")
+
+
+def bench_parts(device: str, smoke: bool) -> dict[str, Callable[[], list[dict]]]:
+    """Each part as a call, in :data:`PARTS`' order (``smoke``: tiny sizes)."""
     if smoke:
-        operator = guarded("operator", partial(operator_part, device, torch.float32, (64, 128), 2, 8), errors)
-        training = guarded("training", partial(training_part, device, 2, ("preset=smoke",)), errors)
-        steps = guarded("steps", partial(step_part, device, (16,), (1,), 16), errors)
-    else:
-        operator = guarded(
-            "operator", partial(operator_part, device, torch.bfloat16, OPERATOR_LENGTHS, 8, 64), errors
-        )
-        training = guarded("training", partial(training_part, device, 50), errors)
-        steps = guarded("steps", partial(step_part, device, (128, 1024, 8192), (1, 64), 512), errors)
-    name = torch.cuda.get_device_name(0) if device == "cuda" else "CPU (no CUDA device)"
+        return {
+            "operator": partial(operator_part, device, torch.float32, (64, 128), 2, 8),
+            "training": partial(training_part, device, 2, ("preset=smoke",)),
+            "steps": partial(step_part, device, (16,), (1,), 16),
+        }
     return {
-        "device": name,
+        "operator": partial(operator_part, device, torch.bfloat16, OPERATOR_LENGTHS, 8, 64),
+        "training": partial(training_part, device, 50),
+        "steps": partial(step_part, device, (128, 1024, 8192), (1, 64), 512),
+    }
+
+
+def gpu_bench(smoke: bool = False, on_part: Callable[[dict], None] | None = None) -> dict:
+    """Every part on the GPU (``smoke``: tiny sizes on whatever device there is, for tests).
+
+    ``parts_done`` names the parts measured (or failed) so far; ``on_part`` gets the report after each.
+    """
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    report: dict = {
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "CPU (no CUDA device)",
         "torch": torch.__version__,
         "smoke": smoke,
-        "operator": operator,
-        "training": training,
-        "steps": steps,
-        "errors": errors,
+        **{name: [] for name in PARTS},
+        "errors": [],
+        "parts_done": [],
     }
+    for name, part in bench_parts(device, smoke).items():
+        report[name] = guarded(name, part, report["errors"])
+        report["parts_done"].append(name)
+        if on_part is not None:
+            on_part(report)
+    return report
+
+
+def write_report(out: Path, report: dict) -> None:
+    """The report so far as ``bench_gpu.json`` and ``bench_gpu.md`` in ``out``, each replaced whole
+    (a reader, or an archive made at a timeout, never sees half a file)."""
+    atomic_write_text(out / "bench_gpu.json", json.dumps(report, indent=1) + "\n")
+    atomic_write_text(out / "bench_gpu.md", markdown(report))
+    print(f"bench_gpu: {report['parts_done'][-1]} done", flush=True)
 
 
 def markdown(report: dict) -> str:
@@ -164,4 +191,6 @@ def markdown(report: dict) -> str:
             t = steps[("transformer", batch, n)]
             lines.append(f"| {batch} | {n} | {t:.0f} | {us:.0f} | {us / t:.2f} |")
     lines += [f"\n- failed: {e['part']}: {e['error']}" for e in report["errors"]]
+    missing = [name for name in PARTS if name not in report.get("parts_done", PARTS)]
+    lines += [f"\n- not reached (the run stopped first): {', '.join(missing)}"] if missing else []
     return "\n".join(lines) + "\n"

@@ -45,18 +45,17 @@ class Job:
 
 @dataclass(frozen=True)
 class Step:
-    """A check run before the jobs: ``argv`` on the GPU, ``smoke_argv`` in the runner's CPU smoke form.
+    """A check run beside the jobs: ``argv`` on the GPU, ``smoke_argv`` in the runner's CPU smoke form.
 
-    ``{python}`` becomes the interpreter and ``{out}`` the step's own output folder. A step that
-    needs no GPU runs ``beside_jobs``, on the CPU cores while the jobs train, so the window's minutes
-    go to both at once.
+    ``{python}`` becomes the interpreter and ``{out}`` the step's own output folder, where a check
+    writes its results as they come (a test's line as it ends, a benchmark's part as it is measured),
+    so that one stopped at ``timeout_s`` keeps what it finished.
     """
 
     name: str
     argv: tuple[str, ...]
     smoke_argv: tuple[str, ...]
     timeout_s: float
-    beside_jobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -217,19 +216,39 @@ def rl_jobs(dataset: str, seeds: Iterable[int] = (1, 2, 3)) -> tuple[Job, ...]:
     )
 
 
-PYTEST = ("{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider")
+# Each test's outcome is written as it ends (tests/helpers/result_log.py), junit.xml when all have.
+PYTEST = (
+    "{python}",
+    "-m",
+    "pytest",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "tests.helpers.result_log",
+    "--result-log={out}/results.jsonl",
+    "--junitxml={out}/junit.xml",
+)
+# The GPU tests in two checks that run at once: inductor's compiles take minutes of CPU, and a
+# timeout in them must not cost the others. Their smoke forms (on the CPU) are the quick ones.
 VERIFY_STEPS = (
     Step(
         "bench-gpu",
         ("{python}", "scripts/bench_gpu.py", "--out", "{out}"),
         ("{python}", "scripts/bench_gpu.py", "--out", "{out}", "--smoke"),
-        timeout_s=150,
+        timeout_s=240,
     ),
     Step(
         "tests-gpu",
-        (*PYTEST, "-m", "gpu", "tests/gpu", "--junitxml={out}/junit.xml"),
-        (*PYTEST, "-m", "gpu", "tests/gpu", "--junitxml={out}/junit.xml"),
-        timeout_s=150,
+        (*PYTEST, "-m", "gpu", "tests/gpu", "-k", "not compiled"),
+        (*PYTEST, "-m", "gpu", "tests/gpu", "-k", "step_equals_forward"),
+        timeout_s=300,
+    ),
+    Step(
+        "tests-gpu-compile",
+        (*PYTEST, "-m", "gpu", "tests/gpu", "-k", "compiled"),
+        (*PYTEST, "-m", "gpu", "tests/gpu", "-k", "compiled and transformer_xl"),
+        timeout_s=420,
     ),
     Step(
         "tests-cpu",
@@ -243,11 +262,9 @@ VERIFY_STEPS = (
             "tests/ops",
             "tests/runs",
             "tests/results",
-            "--junitxml={out}/junit.xml",
         ),
-        (*PYTEST, "-m", "not slow and not gpu", "tests/runs/test_lock.py", "--junitxml={out}/junit.xml"),
+        (*PYTEST, "-m", "not slow and not gpu", "tests/runs/test_lock.py"),
         timeout_s=240,
-        beside_jobs=True,
     ),
 )
 

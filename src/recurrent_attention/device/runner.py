@@ -15,6 +15,7 @@ and a budget of seconds; the test suite runs every chunk that way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import gzip
 import hashlib
@@ -105,6 +106,15 @@ def epochs_logged(folder: Path) -> int | None:
     return max(reached, default=None)
 
 
+def test_outcomes(path: Path) -> dict[str, int]:
+    """Tests per outcome in a pytest check's result log (``tests/helpers/result_log.py``), as far as
+    it got: runner.json says at a glance what a check stopped at its timeout had passed."""
+    if not path.is_file():
+        return {}
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return dict(Counter(line["outcome"] for line in lines))
+
+
 @dataclass
 class JobRecord:
     overrides: list[str]
@@ -154,24 +164,41 @@ class Runner:
         self.parallel = parallel or int(self.manifest["parallel"])
         self.window = Window(self.manifest["chunk"], self.manifest["commit"], smoke, budget_s)
         self.env = dict(os.environ)
+        self.calls: set[subprocess.Popen] = set()  # commands running now (checks beside the jobs)
 
     # -- setup ------------------------------------------------------------------------------------
     def elapsed(self) -> float:
         return time.monotonic() - self.start
 
     def call(self, argv: list[str], timeout: float, log: Path | None = None) -> tuple[int, str]:
-        """Run ``argv`` from the repository root; (exit code, output tail). A timeout is code 124."""
-        try:
-            done = subprocess.run(
-                argv, cwd=self.repo, env=self.env, capture_output=True, text=True, timeout=timeout
-            )
-            code, text = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired as err:
-            code = 124
-            text = f"{_text(err.stdout)}{_text(err.stderr)}\ntimed out after {timeout:.0f} s"
+        """Run ``argv`` from the repository root; (exit code, output tail). A timeout is code 124.
+
+        The output goes to ``log`` as it comes, so a check stopped at its timeout keeps what it wrote;
+        the command runs in its own session, and a timeout stops all of it (a test's train.py too).
+        """
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(text)
+            log.write_text("")
+        with log.open("a+") if log is not None else tempfile.TemporaryFile("a+") as handle:
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.repo,
+                env=self.env,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            self.calls.add(proc)
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                stop_group(proc)
+                code = 124
+                handle.write(f"\ntimed out after {timeout:.0f} s\n")
+            finally:
+                self.calls.discard(proc)
+            handle.seek(0)
+            text = handle.read()
         return code, text[-2000:]
 
     def install_wheels(self) -> None:
@@ -248,17 +275,24 @@ class Runner:
         self.log(f"step {step['name']}: {' '.join(argv)} (timeout {timeout:.0f} s)")
         code, tail = self.call(argv, timeout, log=folder / "output.txt")
         seconds = time.monotonic() - started
-        self.window.steps.append({"name": step["name"], "returncode": code, "seconds": round(seconds, 1)})
+        record = {"name": step["name"], "returncode": code, "seconds": round(seconds, 1)}
+        outcomes = test_outcomes(folder / "results.jsonl")
+        self.window.steps.append({**record, "tests": outcomes} if outcomes else record)
         self.log(f"step {step['name']}: exit {code} in {seconds:.0f} s; {tail.strip().splitlines()[-1:]}")
 
     def run_checks_and_jobs(self, data_dir: Path) -> None:
-        """The GPU checks one by one, then the jobs with the CPU-only checks running beside them."""
-        beside = [s for s in self.manifest["steps"] if s.get("beside_jobs")]
-        for step in self.manifest["steps"]:
-            if step not in beside:
-                self.run_step(step)
-        # daemons: a runner stopped early writes its archive without waiting for them
-        threads = [threading.Thread(target=self.run_step, args=(step,), daemon=True) for step in beside]
+        """The jobs from the start, every check beside them (each in its own thread, on its own timeout).
+
+        The window's minutes are few: a check run before the jobs would hold them back for its whole
+        timeout, and a slow one would leave no time to train. Each check writes its results as they
+        come (its output, the tests' result log, the benchmark's parts), so one stopped at its
+        timeout, or by the window's end, keeps what it finished.
+        """
+        # daemons: a runner stopped early writes its archive without waiting for them (run() stops them)
+        threads = [
+            threading.Thread(target=self.run_step, args=(step,), daemon=True)
+            for step in self.manifest["steps"]
+        ]
         for thread in threads:
             thread.start()
         self.run_jobs(data_dir)
@@ -391,6 +425,8 @@ class Runner:
             self.problem(f"runner stopped: {type(err).__name__}: {err}")
             raise
         finally:
+            for proc in list(self.calls):  # checks still running when the runner stops
+                stop_group(proc)
             path = self.archive()
             counts = dict(Counter(job.status for job in self.window.jobs))
             self.log(f"jobs: {counts or 'none'}; archive {path} ({path.stat().st_size / 2**20:.2f} MiB)")
@@ -400,10 +436,14 @@ class Runner:
         return path
 
 
-def _text(value: bytes | str | None) -> str:
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    return value or ""
+def stop_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM to a command's whole session (it was started in its own), SIGKILL to what is left after
+    ``grace_s``: a pytest check's leader may end and leave the train.py it started running."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace_s)
 
 
 def _terminate(signum: int, frame: object) -> None:
