@@ -7,10 +7,11 @@ Everything the cluster needs lives in that folder: its ``slurm.conf`` (``SLURM_C
 SLURM commands at it), a munge key and socket, the controller's state, the node's spool, the logs
 and the daemons' pids. Nothing of the machine's SLURM or munge is read or touched (its own free
 ports, ``AuthInfo=socket=...``, ``PlugStackConfig`` in the folder), so it runs beside a real one.
-The node is ``localhost``, with the machine's cores and memory; accounting is off (no slurmdbd),
-processes are tracked without cgroups. ``stop`` cancels the cluster's jobs and ends the daemons it
-started, each by its pid. Needs the Debian packages ``slurm-wlm`` and ``munge``, and root (slurmd
-starts jobs as their user).
+The node is ``localhost``, with the machine's cores and memory; accounting is off (no slurmdbd);
+processes are tracked without cgroups, and each job is pinned to its CPUs (``task/affinity``: a
+job's torch threads stay on its cores, as under a real cluster's binding). ``stop`` cancels the
+cluster's jobs and ends the daemons it started, each by its pid. Needs the Debian packages
+``slurm-wlm`` and ``munge``, and root (slurmd starts jobs as their user).
 """
 
 from __future__ import annotations
@@ -138,6 +139,10 @@ class LocalSlurm:
 
     def start(self, timeout_s: float = 60) -> None:
         """Start munged, slurmctld and slurmd; return once the node takes jobs."""
+        running = self.running()
+        if running:
+            pids = " ".join(map(str, running))
+            raise ClusterError(f"a cluster is already running in {self.folder} (pids {pids}); stop it first")
         self.write_config()
         pids: list[int] = []
         try:
@@ -168,12 +173,17 @@ class LocalSlurm:
         finally:
             (self.folder / PIDS_NAME).write_text("".join(f"{pid}\n" for pid in pids))
 
+    def running(self) -> list[int]:
+        """The pids of this cluster's daemons that still run."""
+        pids_file = self.folder / PIDS_NAME
+        pids = [int(p) for p in pids_file.read_text().split()] if pids_file.exists() else []
+        return [pid for pid in pids if self._ours(pid)]
+
     def stop(self, timeout_s: float = 20) -> None:
         """Cancel the cluster's jobs, then end each daemon started by :meth:`start` by its pid."""
         pids_file = self.folder / PIDS_NAME
-        pids = [int(p) for p in pids_file.read_text().split()] if pids_file.exists() else []
-        alive = [pid for pid in pids if self._ours(pid)]
-        if len(alive) == len(pids) == 3:  # the controller and the node can still end the jobs
+        alive = self.running()
+        if len(alive) == 3:  # the controller and the node can still end the jobs
             jobs = self._out("squeue", "-h", "-o", "%A").split()
             if jobs:
                 subprocess.run(["scancel", *jobs], env=self.env, capture_output=True, timeout=30)
@@ -262,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop()
         print(f"stopped the cluster in {cluster.folder}")
         return 0
+    if cluster.running():  # start would refuse; stopping what runs is not what was asked
+        print(f"error: a cluster is already running in {cluster.folder}; stop it first", file=sys.stderr)
+        return 1
     try:
         cluster.start()
     except ClusterError as err:
