@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from recurrent_attention.cli.slurm_cluster import INSTALL_HINT, LocalSlurm, missing_binaries
+from recurrent_attention.runs.slurm import GONE, squeue_watcher_class
 from tests.conftest import ROOT, read_summaries, run_train
 from tests.e2e.test_ddp import DDP, assert_same_as_one_process
 from tests.tasks.tsf.test_data import own_csv_run
@@ -32,7 +33,8 @@ SLURM = [
     "hydra.launcher.gpus_per_node=0",
     "hydra.launcher.cpus_per_task=1",
     "hydra.launcher.mem_gb=1",
-    "hydra.launcher.timeout_min=10",
+    # submitit calls a warned job "timed out" past min(80%, timeout_min - 10 min) of its time
+    "hydra.launcher.timeout_min=30",
 ]
 HELPERS = "tests.helpers.crash_callback"
 # The helpers' callbacks are imported from the checkout's root, in the jobs too (sbatch passes the
@@ -59,6 +61,36 @@ def on(cluster: LocalSlurm, extra: dict[str, str] | None = None) -> dict[str, st
 
 def submitit_logs(output_dir: Path, suffix: str) -> str:
     return "\n".join(p.read_text() for p in sorted((output_dir / ".submitit").rglob(f"*{suffix}")))
+
+
+def squeue(cluster: LocalSlurm, *args: str) -> str:
+    return subprocess.run(
+        ["squeue", "--noheader", *args], env=cluster.env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_squeue_polling_sees_a_job_that_ended_without_a_result(slurm: LocalSlurm, monkeypatch) -> None:
+    """Without accounting, a job that ends with no result file (cancelled, killed) still ends for
+    submitit: squeue lists it as such, then no more."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--output=/dev/null", "--wrap=sleep 60"],
+        env=slurm.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    watcher = squeue_watcher_class()(delay_s=60)
+    assert watcher.get_state(job, mode="force") in ("PENDING", "RUNNING")
+    assert not watcher.is_done(job, mode="cache")
+    subprocess.run(["scancel", job], env=slurm.env, check=True)
+    deadline = time.monotonic() + 30
+    while watcher.get_state(job, mode="force") not in ("CANCELLED", GONE) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert watcher.is_done(job, mode="cache")
+    # a job squeue no longer knows (ended before MinJobAge) has ended too, without an error
+    assert watcher.get_state("99999", mode="force") == GONE
+    assert watcher.num_calls >= 3
 
 
 def test_a_sweep_of_two_models_and_two_seeds_runs_as_slurm_jobs_and_reports_its_failure(
@@ -103,12 +135,6 @@ def test_a_sweep_of_two_models_and_two_seeds_runs_as_slurm_jobs_and_reports_its_
 # Three epochs of four shuffled batches, dropout on (as tests/e2e/test_run_lifecycle.py): a resume
 # that loses any random state or the data order ends with different metrics.
 EXACT = ["model=aaren", "preset=smoke", "task.max_epochs=3", "trainer.limit_train_batches=4"]
-
-
-def squeue(cluster: LocalSlurm, *args: str) -> str:
-    return subprocess.run(
-        ["squeue", "--noheader", *args], env=cluster.env, capture_output=True, text=True, check=True
-    ).stdout
 
 
 def test_a_job_warned_by_slurm_is_requeued_and_resumes_to_an_unbroken_runs_metrics(
