@@ -24,7 +24,8 @@ from tests.conftest import ROOT, read_summaries, run_train
 from tests.e2e.test_ddp import DDP, assert_same_as_one_process
 from tests.tasks.tsf.test_data import own_csv_run
 
-pytestmark = pytest.mark.slow
+# each test bounded; a timeout ends the test, and the cluster's teardown still cancels its jobs
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SLURM = [
     "-m",
@@ -47,6 +48,8 @@ def slurm(tmp_path_factory) -> LocalSlurm:
     missing = missing_binaries()
     if missing:
         pytest.skip(f"SLURM tests need {', '.join(missing)}: {INSTALL_HINT}")
+    if os.geteuid() != 0:
+        pytest.skip("SLURM tests start slurmd, which starts jobs as their user: run them as root (CI does)")
     cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
     try:
         cluster.start()
@@ -156,7 +159,9 @@ def test_a_job_warned_by_slurm_is_requeued_and_resumes_to_an_unbroken_runs_metri
         f"+callbacks.wait.ready_marker={ready}",
     ]
     sweep: dict[str, subprocess.CompletedProcess] = {}
-    thread = threading.Thread(target=lambda: sweep.update(proc=run_train(command, out, env=on(slurm))))
+    thread = threading.Thread(
+        target=lambda: sweep.update(proc=run_train(command, out, env=on(slurm))), daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 120
     while not ready.exists() and thread.is_alive() and time.monotonic() < deadline:
