@@ -144,10 +144,6 @@ def test_a_job_warned_by_slurm_is_requeued_and_resumes_to_an_unbroken_runs_metri
     slurm: LocalSlurm, tmp_path: Path
 ) -> None:
     data = own_csv_run(tmp_path, n_rows=600)
-    unbroken = tmp_path / "unbroken"
-    run_train([*EXACT, *data], unbroken)
-    (expected,) = read_summaries(unbroken)
-
     out, ready = tmp_path / "out", tmp_path / "ready"
     command = [
         *SLURM,
@@ -163,6 +159,9 @@ def test_a_job_warned_by_slurm_is_requeued_and_resumes_to_an_unbroken_runs_metri
         target=lambda: sweep.update(proc=run_train(command, out, env=on(slurm))), daemon=True
     )
     thread.start()
+    unbroken = tmp_path / "unbroken"
+    run_train([*EXACT, *data], unbroken)  # the same run here, never stopped, while the job starts
+    (expected,) = read_summaries(unbroken)
     deadline = time.monotonic() + 120
     while not ready.exists() and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.1)
