@@ -23,7 +23,12 @@ NO_ACCOUNTING = "accounting_storage/none"
 SQUEUE_FIELDS = "JobID|State|NodeList"  # the names submitit reads from sacct's header
 # squeue's answer when none of the jobs asked about is known any more (all ended long enough ago)
 UNKNOWN_JOBS = "Invalid job id specified"
-GONE = "ENDED"  # the state of a job squeue no longer lists: not one that submitit waits on
+GONE = "ENDED"  # the state of a job squeue no longer lists: it has ended
+# The states of a job that will not run again (squeue also shows passing ones sacct does not, such
+# as CONFIGURING, SIGNALING, STAGE_OUT: a job in those is not done). PREEMPTED is not among them: a
+# preempted job is requeued, or squeue stops listing it.
+ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY"}
+ENDED |= {"REVOKED", "TIMEOUT", GONE}
 
 
 def accounting_storage() -> str | None:
@@ -60,14 +65,20 @@ def squeue_watcher_class() -> type:
                 f"--jobs={','.join(to_check)}",
             ]
 
+        def is_done(self, job_id: str, mode: str = "standard") -> bool:
+            return self.get_state(job_id, mode=mode).upper() in ENDED
+
         def update(self) -> None:
             command = self._make_command()
             if command is None:
                 return
             self._num_calls += 1
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            try:
+                proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            except (OSError, subprocess.SubprocessError):
+                proc = None
             self._last_status_check = time.time()
-            if proc.returncode != 0 and UNKNOWN_JOBS not in proc.stderr:
+            if proc is None or (proc.returncode != 0 and UNKNOWN_JOBS not in proc.stderr):
                 return  # the controller did not answer: ask again at the next poll
             listed = self.read_info(f"{SQUEUE_FIELDS}\n{proc.stdout}" if proc.returncode == 0 else "")
             for job in self._registered - self._finished:
