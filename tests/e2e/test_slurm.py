@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from recurrent_attention.cli import slurm_cluster
 from recurrent_attention.cli.slurm_cluster import INSTALL_HINT, LocalSlurm, missing_binaries
 from recurrent_attention.runs.slurm import GONE, squeue_watcher_class
 from tests.conftest import ROOT, read_summaries, run_train
@@ -70,6 +71,31 @@ def squeue(cluster: LocalSlurm, *args: str) -> str:
     return subprocess.run(
         ["squeue", "--noheader", *args], env=cluster.env, capture_output=True, text=True, check=True
     ).stdout
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_command_line_starts_a_cluster_refuses_a_second_and_stops_it_by_pid(
+    slurm: LocalSlurm, tmp_path: Path, capsys
+) -> None:
+    folder = tmp_path / "c"
+    assert slurm_cluster.main(["start", "--dir", str(folder)]) == 0
+    assert capsys.readouterr().out.strip() == f"export SLURM_CONF={folder / 'slurm.conf'}"
+    cluster = LocalSlurm(folder)
+    daemons = cluster.running()
+    try:
+        assert len(daemons) == 3
+        assert squeue(cluster, "--format=%i") == ""  # its own controller, not the session's cluster's
+        assert slurm_cluster.main(["start", "--dir", str(folder)]) == 1
+        assert "already running" in capsys.readouterr().err
+    finally:
+        assert slurm_cluster.main(["stop", "--dir", str(folder)]) == 0
+    assert not [pid for pid in daemons if alive(pid)]
 
 
 def test_squeue_polling_sees_a_job_that_ended_without_a_result(slurm: LocalSlurm, monkeypatch) -> None:
