@@ -50,7 +50,7 @@ from recurrent_attention.results.summary import (
 )
 from recurrent_attention.runs.folder import remove_refused_folder, set_aside_previous_run, usable_checkpoint
 from recurrent_attention.runs.identity import run_ids
-from recurrent_attention.runs.interrupt import sigint_as_sigterm
+from recurrent_attention.runs.interrupt import interrupts_as_sigterm, requeue_if_warned, warned_by_slurm
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
 from recurrent_attention.runs.record import require_same_run, write_run_record
 from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs, last_checkpoint_path
@@ -223,7 +223,8 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     last = usable_checkpoint(last_checkpoint_path(run_dir))
     if last:
         print(f"resuming from {last}", file=sys.stderr)
-    with sigint_as_sigterm():  # Ctrl-C: a checkpoint at the end of the batch, an exact resume
+    # Ctrl-C, SLURM's warning to a submitit job: a checkpoint at the end of the batch, an exact resume
+    with interrupts_as_sigterm():
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         checkpoint = tested_checkpoint(cfg, trainer)
@@ -312,11 +313,13 @@ def app(cfg: DictConfig) -> dict[str, Any] | None:
     except RunFolderBusyError as err:
         return _stop(err, run_dir, multirun, EXIT_FOLDER_BUSY)
     except (SIGTERMException, KeyboardInterrupt):
-        print(
-            f"interrupted: checkpoint saved to {last_checkpoint_path(run_dir)}; "
-            "run the same command to resume",
-            file=sys.stderr,
+        then = (
+            "SLURM runs the job again, which resumes"
+            if warned_by_slurm()
+            else "run the same command to resume"
         )
+        print(f"interrupted: checkpoint saved to {last_checkpoint_path(run_dir)}; {then}", file=sys.stderr)
+        requeue_if_warned()  # a submitit_slurm job warned of its end: requeued, it exits here
         sys.exit(EXIT_INTERRUPTED)
     except (CheckpointError, ConfigError, DataError, NonFiniteMetricError) as err:
         _record_failure(run_dir, identity, err)

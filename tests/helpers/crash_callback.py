@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import lightning as L
@@ -57,3 +58,20 @@ class FailOnce(L.Callback):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.current_epoch == self.epoch and _first_time(self.once_marker):
             raise RuntimeError("a crash that the same command does not repeat")
+
+
+class AwaitStopAtBatch(L.Callback):
+    """After a given batch of a given epoch, the first time: touch ``ready_marker`` and wait (at most
+    ``timeout_s``) for a stop from outside (SIGTERM, or SLURM's warning to a submitit job), so that a
+    test can signal a run mid-epoch whatever the machine's speed."""
+
+    def __init__(self, epoch: int, batch: int, ready_marker: str, timeout_s: float = 120) -> None:
+        self.epoch, self.batch, self.ready_marker, self.timeout_s = epoch, batch, ready_marker, timeout_s
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        if (trainer.current_epoch, batch_idx) != (self.epoch, self.batch) or Path(self.ready_marker).exists():
+            return
+        Path(self.ready_marker).touch()
+        deadline = time.monotonic() + self.timeout_s
+        while not trainer.received_sigterm and time.monotonic() < deadline:
+            time.sleep(0.05)
