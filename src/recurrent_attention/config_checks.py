@@ -44,6 +44,13 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _batch_limit(value: Any) -> bool:
+    """Lightning's ``limit_*_batches``: an integer counts batches, a float is a fraction of them."""
+    if _integer(value):
+        return value > 0
+    return _number(value) and 0 < value <= 1
+
+
 @dataclass(frozen=True)
 class Rule:
     """``keys`` must hold a value that ``accepts``; ``allowed`` says in words what that is.
@@ -96,6 +103,19 @@ RULES = (
         ),
         lambda v: _integer(v) and v > 0,
         "a positive integer",
+    ),
+    # A run that would take no optimiser step tests a randomly initialised model: refused, as
+    # task.max_epochs=0 is (trainer.max_epochs copies it; set directly, it is checked here).
+    Rule(("trainer.max_epochs",), lambda v: _integer(v) and v > 0, "a positive integer"),
+    Rule(
+        ("trainer.max_steps",),
+        lambda v: _integer(v) and (v == -1 or v > 0),
+        "-1 (no limit) or an integer > 0",
+    ),
+    Rule(
+        ("trainer.limit_train_batches", "trainer.limit_test_batches"),
+        _batch_limit,
+        "a number of batches (an integer > 0) or a fraction in (0, 1]",
     ),
     Rule(("task.tokens_per_step",), lambda v: _integer(v) and v > 0, "a positive integer or null", True),
     Rule(

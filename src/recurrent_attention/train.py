@@ -39,6 +39,7 @@ from recurrent_attention.errors import CheckpointError, ConfigError, DataError, 
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
+    STEPS_KEY,
     SUMMARY_NAME,
     atomic_write_text,
     device_description,
@@ -53,6 +54,7 @@ from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
 from recurrent_attention.runs.record import require_same_run, write_run_record
 from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs, last_checkpoint_path
 from recurrent_attention.runs.sweep import note_failed_job
+from recurrent_attention.runs.trained import require_optimiser_steps
 from recurrent_attention.runs.wall_clock import WallClock
 from recurrent_attention.tasks import register_families
 
@@ -176,6 +178,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         print(f"resuming from {last}", file=sys.stderr)
     with sigint_as_sigterm():  # Ctrl-C: a checkpoint at the end of the batch, an exact resume
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
+        require_optimiser_steps(cfg, trainer)  # an untrained model is never tested as a result
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         checkpoint = tested_checkpoint(cfg, trainer)
         tested = trainer.test(module, datamodule=datamodule, ckpt_path=checkpoint, verbose=True)
@@ -186,6 +189,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "params": sum(p.numel() for p in module.parameters()),
         "backbone_params": sum(p.numel() for p in backbone.parameters()),
         "epochs": trainer.current_epoch,
+        STEPS_KEY: trainer.global_step,
         "resumed": last is not None,
         "best_checkpoint": best,
         "data": data_identity(cfg, with_paths=True),

@@ -194,6 +194,26 @@ def test_nan_metric_fails_the_run_and_writes_no_summary(ett_csv: Path, tmp_path:
     assert failed["model"] == "aaren" and failed["run_id"] and failed["config_id"]
 
 
+def test_an_empty_training_loader_is_refused_and_nothing_is_tested(ett_csv: Path, tmp_path: Path) -> None:
+    """The bug: a batch larger than the training split left the loader empty (its incomplete batch
+    dropped); the run exited 0 with a random initialisation's test MSE in summary.json."""
+    # 8640 training rows of the ETT layout hold 8640 - 16 - 8 + 1 = 8617 windows
+    proc = run_train(
+        [*ONE_EPOCH, f"task.datamodule.path={ett_csv}", "task.batch_size=100000"], tmp_path, check=False
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: task.batch_size=100000 is larger than the training split (8617 samples; an incomplete "
+        "batch is dropped), so nothing would be trained: use task.batch_size<=8617"
+    )
+    assert not read_summaries(tmp_path) and "test/mse" not in proc.stdout
+
+
+def test_a_summary_counts_the_optimiser_steps_taken(finished: Path) -> None:
+    (summary,) = read_summaries(finished)
+    assert summary["optimizer_steps"] == 4  # one epoch of trainer.limit_train_batches=4
+
+
 def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path) -> None:
     command = [*SETTINGS, f"task.datamodule.path={ett_csv}", "task.max_epochs=1"]
     command += [f"+callbacks.fail._target_={HELPERS}.FailOnce", "+callbacks.fail.epoch=0"]

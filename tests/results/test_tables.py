@@ -189,6 +189,25 @@ def test_non_finite_metrics_and_failures_are_marked_not_dropped(tmp_path: Path, 
     assert any("seed 5" in n and "CUDA out of memory" in n for n in failed_notes)
 
 
+def test_an_untrained_record_is_a_failure_never_a_number(tmp_path: Path, reference: Path) -> None:
+    """The bug: trainer.max_epochs=0 wrote a random initialisation's test MSE, shown as a result."""
+    runs = tmp_path / "runs"
+    summary(runs / "s1", 1, {"mse": 0.4, "mae": 0.5}, config_id="c1", run_id="r1", optimizer_steps=12)
+    summary(runs / "s2", 2, {"mse": 1.13, "mae": 0.7}, config_id="c1", run_id="r2", optimizer_steps=0)
+    # a record from before the step count: no epoch run and no checkpoint tested
+    summary(
+        runs / "s3", 3, {"mse": 0.93, "mae": 0.6}, config_id="c1", run_id="r3", epochs=0, tested_checkpoint=""
+    )
+    # an old trained record (no step count, a tested checkpoint) is a result as before
+    summary(
+        runs / "s4", 4, {"mse": 0.6, "mae": 0.5}, config_id="c1", run_id="r4", tested_checkpoint="best.ckpt"
+    )
+    rows, notes = rows_of(runs, reference)
+    assert rows[0]["mse (ours)"] == "0.500 ± 0.141" and rows[0]["failed seeds"] == "2, 3"
+    (failed,) = [n for n in notes if n.startswith("failed:")]
+    assert "seed 2, 3: untrained" in failed
+
+
 def test_a_failure_then_a_success_is_not_a_failure(tmp_path: Path, reference: Path) -> None:
     runs = tmp_path / "runs"
     failure(runs / "s1", 1, "killed", config_id="c1", run_id="r1")

@@ -14,6 +14,9 @@ from typing import Any
 import torch
 
 SUMMARY_NAME = "summary.json"
+# The record's count of optimiser steps: a run without one is refused (runs.trained) and so is its
+# record in a table (results.collect), as its metrics are those of a random initialisation.
+STEPS_KEY = "optimizer_steps"
 
 
 def _umask() -> int:
