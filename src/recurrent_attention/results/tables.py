@@ -7,10 +7,14 @@ formats them: ``n`` runs per row, the value alone when n = 1, failed and missing
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +24,14 @@ from recurrent_attention.results.grouping import COUNTED, config_rows, seed_rang
 from recurrent_attention.results.identity import DESCRIPTION_FIELDS, show
 from recurrent_attention.results.summary import atomic_write_text
 
-# The papers' numbers as CSV (the steering checkout's shared/reference beside this repository);
-# RA_REFERENCE_DIR points elsewhere.
-REFERENCE_DIR = Path(
-    os.environ.get("RA_REFERENCE_DIR", Path(__file__).resolve().parents[3].parent / "shared" / "reference")
-)
+# The papers' numbers as CSV ship inside the package (results/reference/, read through
+# importlib.resources, so any clone or installed wheel has them); RA_REFERENCE_DIR points elsewhere.
+REFERENCE_ENV = "RA_REFERENCE_DIR"
+REFERENCE_PACKAGE = "recurrent_attention.results"
+
+
+class MissingReferenceWarning(UserWarning):
+    """A paper's reference CSV was not found: its table's paper columns stay empty."""
 
 
 @dataclass
@@ -241,6 +248,27 @@ def paper_number(
     return float(hit[value].iloc[0]), None if std is None else float(hit[std].iloc[0])
 
 
+def reference_folder(reference_dir: str | Path | None = None) -> Path | Traversable:
+    """Where the papers' CSVs are read: ``reference_dir``, else ``$RA_REFERENCE_DIR``, else the package's."""
+    chosen = reference_dir or os.environ.get(REFERENCE_ENV)
+    return Path(chosen) if chosen else resources.files(REFERENCE_PACKAGE) / "reference"
+
+
 def load_reference(name: str, reference_dir: str | Path | None = None) -> pd.DataFrame | None:
-    path = Path(reference_dir or REFERENCE_DIR) / name
-    return pd.read_csv(path) if path.is_file() else None
+    """The paper's numbers in ``name``; None, with a :class:`MissingReferenceWarning` naming the file
+    (``make tables`` prints it as one line), where it is not there."""
+    path = reference_folder(reference_dir) / name
+    if not path.is_file():
+        overridden = reference_dir or os.environ.get(REFERENCE_ENV)
+        fix = (
+            f"--reference or {REFERENCE_ENV} points there; leave both unset for the package's numbers"
+            if overridden
+            else "the package's copy is missing; reinstall recurrent-attention"
+        )
+        warnings.warn(
+            f"no paper reference {path}: the paper columns of its tables stay empty ({fix})",
+            MissingReferenceWarning,
+            stacklevel=2,
+        )
+        return None
+    return pd.read_csv(io.StringIO(path.read_text(encoding="utf-8")))
