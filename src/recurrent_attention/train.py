@@ -11,6 +11,7 @@ go on and the sweep exits non-zero listing the failures (``runs.sweep``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import traceback
@@ -47,6 +48,7 @@ from recurrent_attention.results.summary import (
     package_version,
     write_summary,
 )
+from recurrent_attention.runs.atomic import AtomicCheckpointIO, DiskFullError, disk_full
 from recurrent_attention.runs.folder import remove_refused_folder, set_aside_previous_run, usable_checkpoint
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.interrupt import sigint_as_sigterm
@@ -84,8 +86,15 @@ def training_callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
     best = cfg.task.get("checkpoint") or monitor
     last = LastCheckpoint(run_dir)
     callbacks: list[L.Callback] = [
+        # always best.ckpt: a run restarted from scratch (a dead attempt's best.ckpt there) overwrites
+        # it rather than writing best-v1.ckpt beside it
         ModelCheckpoint(
-            dirpath=last.path.parent, monitor=best.metric, mode=best.mode, save_top_k=1, filename="best"
+            dirpath=last.path.parent,
+            monitor=best.metric,
+            mode=best.mode,
+            save_top_k=1,
+            filename="best",
+            enable_version_counter=False,
         ),
         last,
         ReproducibleEpochs(cfg.seed, last.path),
@@ -171,7 +180,11 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False
     callbacks = [clock, *training_callbacks(cfg, run_dir)]
     trainer: L.Trainer = instantiate(
-        cfg.trainer, callbacks=callbacks, logger=logger, default_root_dir=str(run_dir)
+        cfg.trainer,
+        callbacks=callbacks,
+        logger=logger,
+        default_root_dir=str(run_dir),
+        plugins=[AtomicCheckpointIO()],  # a full disk leaves the last good checkpoints, never half of one
     )
     last = usable_checkpoint(last_checkpoint_path(run_dir))
     if last:
@@ -276,6 +289,12 @@ def app(cfg: DictConfig) -> dict[str, Any] | None:
         code = EXIT_RUN_FAILED if isinstance(err, NonFiniteMetricError) else EXIT_BAD_INPUT
         return _stop(err, run_dir, multirun, code)
     except Exception as err:
+        if disk_full(err):
+            with contextlib.suppress(OSError):  # failed.json too, where a byte still fits
+                _record_failure(run_dir, identity, err)
+            return _stop(
+                DiskFullError(run_dir, last_checkpoint_path(run_dir)), run_dir, multirun, EXIT_RUN_FAILED
+            )
         _record_failure(run_dir, identity, err)
         if not multirun:
             raise

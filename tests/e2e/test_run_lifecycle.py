@@ -214,6 +214,31 @@ def test_a_summary_counts_the_optimiser_steps_taken(finished: Path) -> None:
     assert summary["optimizer_steps"] == 4  # one epoch of trainer.limit_train_batches=4
 
 
+def test_a_full_disk_loses_nothing_and_the_same_command_resumes(
+    uninterrupted: dict, ett_csv: Path, tmp_path: Path
+) -> None:
+    """The bug: a full disk gave a 95-line traceback, a truncated best.ckpt and a .failed.json.* temp
+    file; the rerun wrote best-v1.ckpt beside the stale one."""
+    command = [*SETTINGS, f"task.datamodule.path={ett_csv}"]
+    command += [f"+callbacks.full._target_={HELPERS}.DiskFullOnce", "+callbacks.full.epoch=2"]
+    command += [f"+callbacks.full.once_marker={tmp_path}/full_once"]
+    full = run_train(command, tmp_path / "out", env=WITH_HELPERS, check=False)
+    (run_dir,) = {p.parent for p in (tmp_path / "out").rglob("identity.json")}
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert full.returncode == 1 and "Traceback" not in full.stderr and "test/mse" not in full.stdout
+    assert full.stderr.strip().splitlines()[-1] == (
+        f"error: no space left on the device of {run_dir}: free some space and run the same command; "
+        f"it resumes from {last}, the last checkpoint written whole"
+    )
+    assert not [p for p in run_dir.rglob(".*") if p.is_file()]  # no temporary file left
+    assert torch.load(last, weights_only=False)["epoch"] == 1  # the last good one, whole
+    resumed = run_train(command, tmp_path / "out", env=WITH_HELPERS)
+    assert "resuming from" in resumed.stderr
+    (summary,) = read_summaries(tmp_path / "out")
+    assert summary["metrics"] == uninterrupted["metrics"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+
+
 def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path) -> None:
     command = [*SETTINGS, f"task.datamodule.path={ett_csv}", "task.max_epochs=1"]
     command += [f"+callbacks.fail._target_={HELPERS}.FailOnce", "+callbacks.fail.epoch=0"]
