@@ -309,12 +309,18 @@ def _stop(err: BaseException, run_dir: Path, multirun: bool, code: int) -> None:
     note_failed_job(run_dir)
 
 
+def _raised_at(err: BaseException) -> str:
+    """Where an error without a message (a bare ``assert`` in a library) was raised, for failed.json."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return f"raised at {frames[-1].filename}:{frames[-1].lineno}" if frames else "no message"
+
+
 def _record_failure(run_dir: Path, identity: dict[str, Any], err: BaseException) -> None:
     """``failed.json`` beside the run: what failed (error, traceback) and which run it was."""
     record = {
         **identity,
         "device": device_description(),  # a GPU failure goes to its GPU table (results/hardware.py)
-        "error": f"{type(err).__name__}: {err}",
+        "error": f"{type(err).__name__}: {str(err) or _raised_at(err)}",
         "traceback": traceback.format_exc(),
         # data not found: no seed of that data's row failed (results.collect does not count it)
         "data_read": not isinstance(err, DataMissingError),
