@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from recurrent_attention.cli.make_tables import main as make_tables
-from tests.helpers.run_records import summary
+from tests.helpers.run_records import failure, summary
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
@@ -130,3 +130,29 @@ def test_a_missing_reference_is_one_line_per_file(tmp_path: Path, monkeypatch, c
         "of its tables stay empty (--reference or RA_REFERENCE_DIR points there; leave both unset for "
         "the package's numbers)"
     ]
+
+
+def test_a_table_of_failed_runs_only_is_not_written(tmp_path: Path, capsys) -> None:
+    """The bug: a failed own-data run left empty table files (a header and no row)."""
+    runs = tmp_path / "runs"
+    failure(
+        runs / "own",
+        1,
+        "DataError: mine.csv: line 5, column 'date': not a date",
+        dataset="mine.csv",
+        setting={"horizon": 96},
+    )
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5}, preset="smoke")
+    out = tmp_path / "out"
+    assert make_tables(_args(runs, out)) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "aaren_tsf_smoke_default.csv",
+        "aaren_tsf_smoke_default.md",
+    ]
+    err = capsys.readouterr().err
+    assert (
+        "tsf: Time-series forecasting (cpu preset, default protocol): no finished run, no table written"
+        in err
+    )
+    (runs / "a1" / "summary.json").unlink()
+    assert make_tables(_args(runs, tmp_path / "none")) == 1 and not (tmp_path / "none").exists()

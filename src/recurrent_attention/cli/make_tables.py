@@ -80,8 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     for line in dict.fromkeys(str(w.message) for w in missing if w.category is MissingReferenceWarning):
         print(f"warning: {line}", file=sys.stderr)  # one line per file, however many tables read it
     _report(runs, [t for _, t in tables])
+    for family, table in tables:
+        if table.frame.empty:  # only failed runs: their lines above say why; no empty table file
+            print(f"{family}: {table.title}: no finished run, no table written", file=sys.stderr)
+    tables = [(family, table) for family, table in tables if not table.frame.empty]
     if not tables:
-        print("run records found, but no layout produced a table", file=sys.stderr)
+        print("run records found, but no table has a finished run", file=sys.stderr)
         return 1
 
     if in_git_checkout(args.out):
