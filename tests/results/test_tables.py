@@ -242,6 +242,33 @@ def test_command_names_every_horizon_and_the_overrides_it_needs(tmp_path: Path, 
     assert "ETTh1 overrides: task.train_epochs=1" in notes
 
 
+def test_notes_and_command_describe_the_rows_shown(tmp_path: Path, reference: Path) -> None:
+    """The bugs: the command line carried a failed run's values (a config with no row), and one
+    notes line merged the overrides of different rows."""
+    runs = tmp_path / "runs"
+    summary(runs / "a", 1, {"mse": 0.4, "mae": 0.5}, extra=["task.lr=0.001"], config_id="ca")
+    summary(
+        runs / "t",
+        1,
+        {"mse": 0.4, "mae": 0.5},
+        model="transformer",
+        extra=["task.dropout=0.2"],
+        config_id="ct",
+    )
+    failure(
+        runs / "f", 7, "DataError: bad", config_id="cf", setting={"horizon": 336}, overrides=["task.lr=9"]
+    )
+    rows, notes = rows_of(runs, reference)
+    assert len(rows) == 2
+    (command,) = [n for n in notes if n.startswith("command:")]
+    assert " seed=1 task.pred_len=96 " in command
+    assert [n for n in notes if "overrides" in n and not n.startswith("command:")] == [
+        "ETTh1 overrides (transformer): task.dropout=0.2",
+        "ETTh1 overrides (aaren): task.lr=0.001",
+    ]
+    assert any(n.startswith("failed:") and "seed 7" in n for n in notes)  # still listed, as a failure
+
+
 def test_unreadable_record_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "runs" / "x" / "summary.json"
     bad.parent.mkdir(parents=True)

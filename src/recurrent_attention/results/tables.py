@@ -196,26 +196,42 @@ def compare(
     return frame.drop(columns=optional), run_notes(runs, stats, keys)
 
 
+def shown_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs (finished or failed) of the configs that have a row, i.e. a finished run: what the
+    notes and the ``command:`` line describe. A config whose every run failed has no row; its
+    failures are listed, but its values are not the table's."""
+    counted = runs[runs["status"].isin(COUNTED)]
+    with_row = counted.loc[counted["status"] == "ok", "config_key"]
+    return counted[counted["config_key"].isin(with_row)]
+
+
 def seed_arg(runs: pd.DataFrame) -> str:
-    """The seeds a table's runs used, as the ``seed=`` of the command that reproduces them."""
-    return ",".join(map(str, table_seeds(runs)))
+    """The seeds of a table's rows, as the ``seed=`` of the command that reproduces them."""
+    return ",".join(map(str, table_seeds(shown_runs(runs))))
 
 
 def override_notes(runs: pd.DataFrame, by: str, hide: Sequence[str] = ()) -> list[str]:
-    """Per value of ``by`` (e.g. dataset): the overrides its runs were started with, ``hide`` left out.
+    """Per value of ``by`` (e.g. dataset): the overrides its rows were started with, ``hide`` left out.
 
-    Overrides that only name the model, task, preset, seed or protocol are never listed (the table
-    shows those); see ``identity.normalise_overrides``.
+    One line per value where all its rows share the overrides; else one line per set, naming the
+    models of the rows that have it (a set is never merged with another row's). Overrides that only
+    name the model, task, preset, seed or protocol are never listed (the table shows those); see
+    ``identity.normalise_overrides``.
     """
-    counted = runs[runs["status"].isin(COUNTED) & runs["config"].notna()]
+    shown = shown_runs(runs)
+    shown = shown[shown["config"].notna()]
     notes = []
-    for value, part in counted.groupby(by, sort=True):
-        words = set()
-        for config in part["config"]:
+    for value, part in shown.groupby(by, sort=True):
+        models_of: dict[tuple[str, ...], set[str]] = {}
+        for config, model in zip(part["config"], part["model"], strict=True):
             described = json.loads(config)
-            words |= {f"{k}={show(v)}" for k, v in described.items() if _is_override(k) and k not in hide}
-        if words:
-            notes.append(f"{value} overrides: {' '.join(sorted(words))}")
+            words = (f"{k}={show(v)}" for k, v in described.items() if _is_override(k) and k not in hide)
+            models_of.setdefault(tuple(sorted(words)), set()).add(str(model))
+        sets = [words for words in sorted(models_of) if words]
+        if len(models_of) == 1 and sets:
+            notes.append(f"{value} overrides: {' '.join(sets[0])}")
+        else:
+            notes += [f"{value} overrides ({', '.join(sorted(models_of[w]))}): {' '.join(w)}" for w in sets]
     return notes
 
 
