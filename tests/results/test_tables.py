@@ -61,9 +61,9 @@ def test_an_overridden_run_gets_its_own_labelled_row(tmp_path: Path, reference: 
     rows, _ = rows_of(runs, reference)
     assert sorted(r["mse (ours)"] for r in rows) == ["0.500 ± 0.141", "0.900"]
     by_label = {r["config"]: r for r in rows}
-    assert set(by_label) == {"task.lr as configured", "task.lr=0.5"}
+    assert set(by_label) == {"as configured", "task.lr=0.5"}
     # 0.4 and 0.6: mean 0.5, std sqrt(0.02) = 0.141; the 0.9 run is not in it
-    assert by_label["task.lr as configured"]["mse (ours)"] == "0.500 ± 0.141"
+    assert by_label["as configured"]["mse (ours)"] == "0.500 ± 0.141"
     assert by_label["task.lr=0.5"]["mse (ours)"] == "0.900" and by_label["task.lr=0.5"]["n"] == 1
 
 
@@ -85,10 +85,8 @@ def test_configs_that_differ_in_several_overrides_are_labelled_in_words(
     summary(runs / "a", 1, {"mse": 0.4, "mae": 0.5}, extra=["task.lr=0.5"])
     summary(runs / "b", 1, {"mse": 0.6, "mae": 0.5}, extra=["trainer.devices=2"])
     rows, _ = rows_of(runs, reference)
-    assert sorted(r["config"] for r in rows) == [
-        "task.lr as configured, trainer.devices=2",
-        "task.lr=0.5, trainer.devices as configured",
-    ]
+    # each label names what its row set (the bug: every key the other rows set, "as configured")
+    assert sorted(r["config"] for r in rows) == ["task.lr=0.5", "trainer.devices=2"]
 
 
 def test_one_config_under_two_identity_schemes_is_labelled_by_commit(tmp_path: Path, reference: Path) -> None:
@@ -99,6 +97,31 @@ def test_one_config_under_two_identity_schemes_is_labelled_by_commit(tmp_path: P
     summary(runs / "new", 1, {"mse": 0.4, "mae": 0.5}, config_id="new1", run_id="r1", git_commit="52ae2ac1cd")
     rows, _ = rows_of(runs, reference)
     assert sorted(r["config"] for r in rows) == ["commit 52ae2ac", "commit 978a8bc"]
+
+
+def test_a_typed_value_the_row_already_shows_is_no_difference(tmp_path: Path, reference: Path) -> None:
+    """The bug: "task.pred_len as configured" beside "task.pred_len=96" in rows of horizon 96, the
+    same value; only the commits differed, and the label now says that alone."""
+    runs = tmp_path / "runs"
+    summary(runs / "old", 1, {"mse": 0.4, "mae": 0.5}, config_id="c0", run_id="r0", git_commit="978a8bc0ab")
+    summary(
+        runs / "new",
+        1,
+        {"mse": 0.4, "mae": 0.5},
+        extra=["task.pred_len=96"],
+        config_id="c1",
+        run_id="r1",
+        git_commit="52ae2ac1cd",
+    )
+    summary(
+        runs / "lr", 1, {"mse": 0.4, "mae": 0.5}, extra=["task.pred_len=96", "task.lr=0.5"], config_id="c2"
+    )
+    rows, _ = rows_of(runs, reference)
+    assert sorted(r["config"] for r in rows) == [
+        "as configured, commit 52ae2ac",
+        "as configured, commit 978a8bc",
+        "task.lr=0.5, commit abc",
+    ]
 
 
 def test_a_run_whose_data_was_not_found_is_no_seed_of_that_datas_row(tmp_path: Path, reference: Path) -> None:

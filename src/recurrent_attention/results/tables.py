@@ -11,11 +11,12 @@ import io
 import json
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
@@ -154,6 +155,7 @@ def compare(
     reference_lookup: Callable[[dict, str], tuple[float, float | None] | None],
     digits: int = 3,
     means: Sequence[str] = (),
+    shown_as: Mapping[str, str] = MappingProxyType({}),
 ) -> tuple[pd.DataFrame, list[str]]:
     """Our numbers per metric beside the paper's, one row per config; and the notes that go with them.
 
@@ -162,7 +164,7 @@ def compare(
     ours and the paper's, ``n``, ``seeds``, ``failed seeds`` / ``missing seeds`` (only where some
     row has them), wall time per run and the mean of each column in ``means`` (one decimal).
     """
-    stats = config_rows(runs, keys, metrics, means)
+    stats = config_rows(runs, keys, metrics, means, shown_as)
     out = []
     for row in stats.to_dict("records"):
         line = {k: _tidy(row[k]) for k in [*keys, "model"]}

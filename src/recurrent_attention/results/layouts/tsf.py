@@ -32,7 +32,11 @@ def _contents(
     part: pd.DataFrame, preset: str, compat: str, reference: pd.DataFrame | None
 ) -> tuple[pd.DataFrame, list[str]]:
     lookup = partial(_paper, reference)
-    frame, run_notes = compare(part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup)
+    # task.pred_len is the horizon column: typed or not, its value is the row's horizon
+    shown_as = {"task.pred_len": "setting.horizon"}
+    frame, run_notes = compare(
+        part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup, shown_as=shown_as
+    )
     frame = frame.rename(columns={"setting.horizon": "horizon"})
     overrides = override_notes(part, by="dataset", hide=("task.pred_len",))
     shown = shown_runs(part)["setting.horizon"]  # the rows' horizons, not a failed config's
