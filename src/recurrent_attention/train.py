@@ -53,6 +53,7 @@ from recurrent_attention.runs.folder import remove_refused_folder, set_aside_pre
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.interrupt import sigint_as_sigterm
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
+from recurrent_attention.runs.quiet import silence_library_noise
 from recurrent_attention.runs.record import require_same_run, write_run_record
 from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs, last_checkpoint_path
 from recurrent_attention.runs.sweep import note_failed_job
@@ -188,7 +189,10 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     )
     last = usable_checkpoint(last_checkpoint_path(run_dir))
     if last:
-        print(f"resuming from {last}", file=sys.stderr)
+        print(
+            f"resuming from {last} (exact: the batches done are skipped, the random state restored)",
+            file=sys.stderr,
+        )
     with sigint_as_sigterm():  # Ctrl-C: a checkpoint at the end of the batch, an exact resume
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
         require_optimiser_steps(cfg, trainer)  # an untrained model is never tested as a result
@@ -245,6 +249,7 @@ def main() -> None:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    silence_library_noise()  # Lightning's hints and tips that do not concern this command
     app()
 
 

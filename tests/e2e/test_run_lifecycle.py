@@ -114,10 +114,13 @@ def test_sigterm_saves_a_checkpoint_and_the_resumed_run_is_exact(
     assert stopped.returncode == 143 and not read_summaries(tmp_path)
     assert [line for line in stopped.stderr.splitlines() if line.startswith("interrupted:")]
     assert (run_dir_of(tmp_path) / "checkpoints" / "last.ckpt").is_file()
-    run_train(command, tmp_path, env=WITH_HELPERS)
+    assert "Received SIGTERM" not in stopped.stderr  # Lightning's; the interrupted: line says it all
+    again = run_train(command, tmp_path, env=WITH_HELPERS)
     (resumed,) = read_summaries(tmp_path)
     assert resumed["resumed"] is True
     assert resumed["metrics"] == uninterrupted["metrics"]
+    # a mid-epoch resume is exact: Lightning's "can cause unreliable results" is not for it
+    assert "unreliable results" not in again.stderr and "(exact: the batches done are skipped" in again.stderr
 
 
 def test_force_starts_clean_and_keeps_the_old_run_aside(finished: Path, tmp_path: Path) -> None:
@@ -207,6 +210,8 @@ def test_an_empty_training_loader_is_refused_and_nothing_is_tested(ett_csv: Path
         "batch is dropped), so nothing would be trained: use task.batch_size<=8617"
     )
     assert not read_summaries(tmp_path) and "test/mse" not in proc.stdout
+    # Lightning's hints that mean nothing to the user are not printed (runs.quiet)
+    assert not [noise for noise in ("`srun`", "💡 Tip", "LeafSpec") if noise in proc.stderr]
 
 
 def test_a_summary_counts_the_optimiser_steps_taken(finished: Path) -> None:
