@@ -311,7 +311,7 @@ def _stop(err: BaseException, run_dir: Path, multirun: bool, code: int) -> None:
     print(f"error: {err}", file=sys.stderr)
     if not multirun:
         sys.exit(code)
-    note_failed_job(run_dir)
+    note_failed_job(run_dir, err)
 
 
 def _raised_at(err: BaseException) -> str:
