@@ -120,13 +120,16 @@ def test_unset_mandatory_value_is_named() -> None:
         check_config(cfg)
 
 
-def test_a_model_size_left_unset_asks_whether_model_and_task_fit() -> None:
-    """Model files leave sizes to the task: an Aaren with a video task (which sizes TimeSformer) has
-    no norm_first, and the line says which pairing to check, not only which key."""
-    with pytest.raises(
-        ConfigError, match=r"model\.norm_first has no value.*model=aaren suit task=smarthome_cs"
-    ):
-        check_config(composed("task=video/smarthome_cs", "model=aaren"))
+@pytest.mark.parametrize("model", ["aaren", "linear_attention"])
+def test_a_model_size_left_unset_names_the_models_the_task_takes(model: str) -> None:
+    """Model files leave sizes to the task: a sequence backbone with a video task (which sizes
+    TimeSformer and CR-ViT) has no norm_first; the bug: the line asked for model.norm_first alone."""
+    with pytest.raises(ConfigError) as info:
+        check_config(composed("task=video/smarthome_cs", f"model={model}"))
+    assert str(info.value) == (
+        f"model.norm_first has no value (???): model={model} leaves it to the task and task smarthome_cs "
+        "does not set it, so they do not fit; it sets the sizes of model=timesformer"
+    )
 
 
 def test_config_error_is_a_value_error() -> None:

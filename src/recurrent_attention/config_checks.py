@@ -157,14 +157,35 @@ def register_family_rules(family: str, *rules: Rule) -> None:
     FAMILY_RULES[family] = rules
 
 
-def _pairing_hint(cfg: DictConfig, key: str) -> str:
+def models_sized_by(cfg: DictConfig) -> list[str]:
+    """The ``conf/model`` options whose every ``???`` size this config's ``model`` node sets: the
+    models its task serves (a video task sizes TimeSformer and CR-ViT, not a sequence backbone)."""
+    node = cfg.get("model")
+    if not isinstance(node, DictConfig):
+        return []
+    suits = []
+    for path in sorted((CONFIG_DIR / "model").glob("*.yaml")):
+        sizes = OmegaConf.load(path)
+        unset = [k for k in sizes if isinstance(k, str) and OmegaConf.is_missing(sizes, k)]
+        if unset and all(k in node and not OmegaConf.is_missing(node, k) for k in unset):
+            suits.append(path.stem)
+    return suits
+
+
+def _unset_message(cfg: DictConfig, key: str) -> str:
     """Model files leave their sizes to the task (conf/README.md), so a size left unset usually means
-    a model the task does not serve (an Aaren with a video task): say so beside the key."""
-    if not key.startswith("model."):
-        return ""
+    a model the task does not serve (an Aaren with a video task): the line says so and names the
+    models the task does serve, rather than asking for the one key."""
     model, task = (OmegaConf.select(cfg, name, default=None) for name in ("model.name", "task.name"))
-    pairing = f"model={model} suit task={task}" if model and task else "the model suit the task"
-    return f" (the task sets the model's sizes: does {pairing}?)"
+    suits = models_sized_by(cfg) if key.startswith("model.") else []
+    if not suits:
+        pairing = f"model={model} suit task {task}" if model and task else "the model suit the task"
+        hint = f" (the task sets the model's sizes: does {pairing}?)" if key.startswith("model.") else ""
+        return f"{key} has no value (???); set it, e.g. {key}=<value>{hint}"
+    return (
+        f"{key} has no value (???): model={model} leaves it to the task and task {task} does not set it, "
+        f"so they do not fit; it sets the sizes of model={', model='.join(suits)}"
+    )
 
 
 def _value(cfg: DictConfig, key: str) -> Any:
@@ -172,9 +193,7 @@ def _value(cfg: DictConfig, key: str) -> Any:
     try:
         return OmegaConf.select(cfg, key, default=ABSENT, throw_on_missing=True)
     except MissingMandatoryValue:
-        raise ConfigError(
-            f"{key} has no value (???); set it, e.g. {key}=<value>{_pairing_hint(cfg, key)}"
-        ) from None
+        raise ConfigError(_unset_message(cfg, key)) from None
     except InterpolationResolutionError as err:
         raise ConfigError(f"{key}: cannot resolve its value ({str(err).splitlines()[0]})") from None
 
