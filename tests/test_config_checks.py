@@ -11,7 +11,13 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import ConfigError, check_added_keys, check_config, check_group_choices
+from recurrent_attention.config_checks import (
+    ConfigError,
+    check_added_keys,
+    check_config,
+    check_group_choices,
+    check_override_syntax,
+)
 from tests.conftest import ROOT
 from tests.e2e.test_configs import FIRST_TASK_OF_FAMILY
 
@@ -284,3 +290,32 @@ def test_train_py_answers_a_misspelt_model_in_one_line_with_exit_2() -> None:
         "error: model=aaron is not an option of conf/model/ (close names: aaren); "
         "python train.py --help lists them all"
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        # a path with a space, unquoted: the shell splits it into two words
+        (
+            ["task=tsf/etth1", "task.datamodule.path=/tmp/my", "data.csv"],
+            "'data.csv' is not key=value: a value with a space reaches train.py as two words; quote it, "
+            "e.g. \"task.datamodule.path='/tmp/my data.csv'\"",
+        ),
+        (
+            ["task.datamodule.path=/tmp/données.csv"],
+            "task.datamodule.path=/tmp/données.csv: Hydra cannot read this value unquoted (a space, a "
+            "non-ASCII letter or one of ()[]{},:'\" in it); quote it, "
+            "e.g. \"task.datamodule.path='/tmp/données.csv'\"",
+        ),
+    ],
+)
+def test_an_override_hydra_cannot_read_says_how_to_quote_it(args: list[str], line: str) -> None:
+    """The bug: Hydra's lexer error, with nothing saying that quoting works."""
+    with pytest.raises(ConfigError) as info:
+        check_override_syntax(args)
+    assert str(info.value) == line
+
+
+def test_overrides_hydra_reads_pass_the_syntax_check() -> None:
+    quoted = "task.datamodule.path='/tmp/my data/données.csv'"
+    check_override_syntax(["-m", "model=aaren,transformer", "seed=range(1,3)", quoted, "--cfg", "job"])

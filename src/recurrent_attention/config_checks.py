@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 
@@ -357,3 +358,40 @@ def check_group_choices(args: Sequence[str]) -> None:
                     f"{group}={choice} is not an option of conf/{group}/ ({hint}); "
                     "python train.py --help lists them all"
                 )
+
+
+# Hydra's flags that take the next word as their value (``--cfg job``), which is no override.
+VALUE_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c")
+VALUE_FLAGS += ("--package", "-p", "--info", "-i", "--experimental-rerun")
+
+
+def check_override_syntax(args: Sequence[str]) -> None:
+    """An override Hydra's grammar cannot read is one line saying how to quote it.
+
+    A path with a space, typed without quotes, reaches the command as two words (the second one no
+    ``key=value``); one with a non-ASCII letter or a bracket stops Hydra's lexer. Both work quoted,
+    ``key='my data/données.csv'``, which Hydra's own message does not say.
+    """
+    parser = OverridesParser.create()
+    previous = ""
+    for arg in args:
+        follows = previous
+        previous = arg
+        if arg.startswith("-") or follows in VALUE_FLAGS:
+            continue
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException:
+            if "=" not in arg and "=" in follows and not follows.startswith("-"):
+                key, _, value = follows.partition("=")
+                raise ConfigError(
+                    f"{arg!r} is not key=value: a value with a space reaches train.py as two words; "
+                    f"quote it, e.g. \"{key}='{value} {arg}'\""
+                ) from None
+            key, sep, value = arg.partition("=")
+            if sep:
+                raise ConfigError(
+                    f"{key}={value}: Hydra cannot read this value unquoted (a space, a non-ASCII letter or "
+                    f"one of ()[]{{}},:'\" in it); quote it, e.g. \"{key}='{value}'\""
+                ) from None
+            raise ConfigError(f"{arg!r} is not key=value; python train.py --help shows the forms") from None

@@ -29,7 +29,12 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import check_added_keys, check_config, check_group_choices
+from recurrent_attention.config_checks import (
+    check_added_keys,
+    check_config,
+    check_group_choices,
+    check_override_syntax,
+)
 from recurrent_attention.data.fingerprint import (
     data_identity,
     own_data_name,
@@ -245,6 +250,7 @@ def main() -> None:
     """The command (``train.py``, ``ra-train``): a misspelt config-group choice is one line, exit 2,
     before Hydra composes anything; then the Hydra app."""
     try:
+        check_override_syntax(sys.argv[1:])  # a path with a space or a non-ASCII letter: how to quote it
         check_group_choices(sys.argv[1:])
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
