@@ -81,3 +81,7 @@ device-kit:  ## the git-ignored folder device_kit/ for one GPU window (CHUNK=; d
 
 device-import:  ## a GPU window's archive (ARCHIVE=device-<chunk>-....tar.gz) into results/runs and results/device; then make results
 	$(PYTHON) -m recurrent_attention.device.importer $(ARCHIVE)
+
+.PHONY: help
+help:  ## this list: every target and what it does ($(VAR) names a setting: make tables RUNS=outputs)
+	@awk -F':[^#]*## ' '/^[a-zA-Z_-]+:[^=]*## /{printf "  %-14s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))

@@ -11,7 +11,13 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import ConfigError, check_added_keys, check_config, check_group_choices
+from recurrent_attention.config_checks import (
+    ConfigError,
+    check_added_keys,
+    check_config,
+    check_group_choices,
+    check_override_syntax,
+)
 from tests.conftest import ROOT
 from tests.e2e.test_configs import FIRST_TASK_OF_FAMILY
 
@@ -45,6 +51,15 @@ BAD = [
     (["seed=-1"], "seed", "-1", "integer from 0"),
     (["task.batch_size=0"], "task.batch_size", "0", "positive integer"),
     (["task.max_epochs=0"], "task.max_epochs", "0", "positive integer"),
+    # a run that would take no optimiser step: a random initialisation's metrics, never a result
+    (["trainer.max_epochs=0"], "trainer.max_epochs", "0", "positive integer"),
+    (["trainer.max_epochs=abc"], "trainer.max_epochs", "'abc'", "positive integer"),
+    (["trainer.max_epochs=1.5"], "trainer.max_epochs", "1.5", "positive integer"),
+    (["+trainer.max_steps=0"], "trainer.max_steps", "0", "-1 (no limit)"),
+    (["trainer.limit_train_batches=0"], "trainer.limit_train_batches", "0", "integer > 0"),
+    (["trainer.limit_train_batches=0.0"], "trainer.limit_train_batches", "0.0", "fraction in (0, 1]"),
+    (["trainer.limit_train_batches=1.5"], "trainer.limit_train_batches", "1.5", "fraction in (0, 1]"),
+    (["trainer.limit_test_batches=0"], "trainer.limit_test_batches", "0", "integer > 0"),
     (["model.dropout=1.0"], "model.dropout", "1.0", "[0, 1)"),
     (["model.dropout=-0.1"], "model.dropout", "-0.1", "[0, 1)"),
     (["task.lr=-1e-3"], "task.lr", "-0.001", ">= 0"),
@@ -113,13 +128,16 @@ def test_unset_mandatory_value_is_named() -> None:
         check_config(cfg)
 
 
-def test_a_model_size_left_unset_asks_whether_model_and_task_fit() -> None:
-    """Model files leave sizes to the task: an Aaren with a video task (which sizes TimeSformer) has
-    no norm_first, and the line says which pairing to check, not only which key."""
-    with pytest.raises(
-        ConfigError, match=r"model\.norm_first has no value.*model=aaren suit task=smarthome_cs"
-    ):
-        check_config(composed("task=video/smarthome_cs", "model=aaren"))
+@pytest.mark.parametrize("model", ["aaren", "linear_attention"])
+def test_a_model_size_left_unset_names_the_models_the_task_takes(model: str) -> None:
+    """Model files leave sizes to the task: a sequence backbone with a video task (which sizes
+    TimeSformer and CR-ViT) has no norm_first; the bug: the line asked for model.norm_first alone."""
+    with pytest.raises(ConfigError) as info:
+        check_config(composed("task=video/smarthome_cs", f"model={model}"))
+    assert str(info.value) == (
+        f"model.norm_first has no value (???): model={model} leaves it to the task and task smarthome_cs "
+        "does not set it, so they do not fit; it sets the sizes of model=timesformer"
+    )
 
 
 def test_config_error_is_a_value_error() -> None:
@@ -274,3 +292,32 @@ def test_train_py_answers_a_misspelt_model_in_one_line_with_exit_2() -> None:
         "error: model=aaron is not an option of conf/model/ (close names: aaren); "
         "python train.py --help lists them all"
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        # a path with a space, unquoted: the shell splits it into two words
+        (
+            ["task=tsf/etth1", "task.datamodule.path=/tmp/my", "data.csv"],
+            "'data.csv' is not key=value: a value with a space reaches train.py as two words; quote it, "
+            "e.g. \"task.datamodule.path='/tmp/my data.csv'\"",
+        ),
+        (
+            ["task.datamodule.path=/tmp/données.csv"],
+            "task.datamodule.path=/tmp/données.csv: Hydra cannot read this value unquoted (a space, a "
+            "non-ASCII letter or one of ()[]{},:'\" in it); quote it, "
+            "e.g. \"task.datamodule.path='/tmp/données.csv'\"",
+        ),
+    ],
+)
+def test_an_override_hydra_cannot_read_says_how_to_quote_it(args: list[str], line: str) -> None:
+    """The bug: Hydra's lexer error, with nothing saying that quoting works."""
+    with pytest.raises(ConfigError) as info:
+        check_override_syntax(args)
+    assert str(info.value) == line
+
+
+def test_overrides_hydra_reads_pass_the_syntax_check() -> None:
+    quoted = "task.datamodule.path='/tmp/my data/données.csv'"
+    check_override_syntax(["-m", "model=aaren,transformer", "seed=range(1,3)", quoted, "--cfg", "job"])

@@ -62,6 +62,19 @@ def test_wheel_carries_every_config_and_manifest(installed: Path) -> None:
 
 
 @pytest.mark.slow
+def test_wheel_carries_the_papers_numbers(installed: Path) -> None:
+    """``make tables`` reads the papers' columns from the package (importlib.resources), wherever it is."""
+    folder = ROOT / "src" / "recurrent_attention" / "results" / "reference"
+    shipped = installed / "recurrent_attention" / "results" / "reference"
+    assert (
+        {p.name for p in shipped.iterdir()}
+        == {p.name for p in folder.iterdir()}
+        >= {"aaren_tsf.csv", "crt_lm.csv"}
+    )
+    assert (shipped / "aaren_tsf.csv").read_bytes() == (folder / "aaren_tsf.csv").read_bytes()
+
+
+@pytest.mark.slow
 def test_wheel_carries_the_kernel_sources_it_builds_from(installed: Path) -> None:
     """The compiled kernels are built at first use from the installed package's own sources."""
     csrc = ROOT / "src" / "recurrent_attention" / "ops" / "csrc"

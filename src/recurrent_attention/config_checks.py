@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 from torch._dynamo import list_backends  # Lightning imports it anyway
@@ -43,6 +44,13 @@ def _integer(value: Any) -> bool:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _batch_limit(value: Any) -> bool:
+    """Lightning's ``limit_*_batches``: an integer counts batches, a float is a fraction of them."""
+    if _integer(value):
+        return value > 0
+    return _number(value) and 0 < value <= 1
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,19 @@ RULES = (
         lambda v: _integer(v) and v > 0,
         "a positive integer",
     ),
+    # A run that would take no optimiser step tests a randomly initialised model: refused, as
+    # task.max_epochs=0 is (trainer.max_epochs copies it; set directly, it is checked here).
+    Rule(("trainer.max_epochs",), lambda v: _integer(v) and v > 0, "a positive integer"),
+    Rule(
+        ("trainer.max_steps",),
+        lambda v: _integer(v) and (v == -1 or v > 0),
+        "-1 (no limit) or an integer > 0",
+    ),
+    Rule(
+        ("trainer.limit_train_batches", "trainer.limit_test_batches"),
+        _batch_limit,
+        "a number of batches (an integer > 0) or a fraction in (0, 1]",
+    ),
     Rule(("task.tokens_per_step",), lambda v: _integer(v) and v > 0, "a positive integer or null", True),
     Rule(
         ("model.mem_len", "task.mem_len", "task.warmup_steps", "task.split_seed"),
@@ -150,14 +171,35 @@ def register_family_rules(family: str, *rules: Rule) -> None:
     FAMILY_RULES[family] = rules
 
 
-def _pairing_hint(cfg: DictConfig, key: str) -> str:
+def models_sized_by(cfg: DictConfig) -> list[str]:
+    """The ``conf/model`` options whose every ``???`` size this config's ``model`` node sets: the
+    models its task serves (a video task sizes TimeSformer and CR-ViT, not a sequence backbone)."""
+    node = cfg.get("model")
+    if not isinstance(node, DictConfig):
+        return []
+    suits = []
+    for path in sorted((CONFIG_DIR / "model").glob("*.yaml")):
+        sizes = OmegaConf.load(path)
+        unset = [k for k in sizes if isinstance(k, str) and OmegaConf.is_missing(sizes, k)]
+        if unset and all(k in node and not OmegaConf.is_missing(node, k) for k in unset):
+            suits.append(path.stem)
+    return suits
+
+
+def _unset_message(cfg: DictConfig, key: str) -> str:
     """Model files leave their sizes to the task (conf/README.md), so a size left unset usually means
-    a model the task does not serve (an Aaren with a video task): say so beside the key."""
-    if not key.startswith("model."):
-        return ""
+    a model the task does not serve (an Aaren with a video task): the line says so and names the
+    models the task does serve, rather than asking for the one key."""
     model, task = (OmegaConf.select(cfg, name, default=None) for name in ("model.name", "task.name"))
-    pairing = f"model={model} suit task={task}" if model and task else "the model suit the task"
-    return f" (the task sets the model's sizes: does {pairing}?)"
+    suits = models_sized_by(cfg) if key.startswith("model.") else []
+    if not suits:
+        pairing = f"model={model} suit task {task}" if model and task else "the model suit the task"
+        hint = f" (the task sets the model's sizes: does {pairing}?)" if key.startswith("model.") else ""
+        return f"{key} has no value (???); set it, e.g. {key}=<value>{hint}"
+    return (
+        f"{key} has no value (???): model={model} leaves it to the task and task {task} does not set it, "
+        f"so they do not fit; it sets the sizes of model={', model='.join(suits)}"
+    )
 
 
 def _value(cfg: DictConfig, key: str) -> Any:
@@ -165,9 +207,7 @@ def _value(cfg: DictConfig, key: str) -> Any:
     try:
         return OmegaConf.select(cfg, key, default=ABSENT, throw_on_missing=True)
     except MissingMandatoryValue:
-        raise ConfigError(
-            f"{key} has no value (???); set it, e.g. {key}=<value>{_pairing_hint(cfg, key)}"
-        ) from None
+        raise ConfigError(_unset_message(cfg, key)) from None
     except InterpolationResolutionError as err:
         raise ConfigError(f"{key}: cannot resolve its value ({str(err).splitlines()[0]})") from None
 
@@ -331,3 +371,40 @@ def check_group_choices(args: Sequence[str]) -> None:
                     f"{group}={choice} is not an option of conf/{group}/ ({hint}); "
                     "python train.py --help lists them all"
                 )
+
+
+# Hydra's flags that take the next word as their value (``--cfg job``), which is no override.
+VALUE_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c")
+VALUE_FLAGS += ("--package", "-p", "--info", "-i", "--experimental-rerun")
+
+
+def check_override_syntax(args: Sequence[str]) -> None:
+    """An override Hydra's grammar cannot read is one line saying how to quote it.
+
+    A path with a space, typed without quotes, reaches the command as two words (the second one no
+    ``key=value``); one with a non-ASCII letter or a bracket stops Hydra's lexer. Both work quoted,
+    ``key='my data/données.csv'``, which Hydra's own message does not say.
+    """
+    parser = OverridesParser.create()
+    previous = ""
+    for arg in args:
+        follows = previous
+        previous = arg
+        if arg.startswith("-") or follows in VALUE_FLAGS:
+            continue
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException:
+            if "=" not in arg and "=" in follows and not follows.startswith("-"):
+                key, _, value = follows.partition("=")
+                raise ConfigError(
+                    f"{arg!r} is not key=value: a value with a space reaches train.py as two words; "
+                    f"quote it, e.g. \"{key}='{value} {arg}'\""
+                ) from None
+            key, sep, value = arg.partition("=")
+            if sep:
+                raise ConfigError(
+                    f"{key}={value}: Hydra cannot read this value unquoted (a space, a non-ASCII letter or "
+                    f"one of ()[]{{}},:'\" in it); quote it, e.g. \"{key}='{value}'\""
+                ) from None
+            raise ConfigError(f"{arg!r} is not key=value; python train.py --help shows the forms") from None

@@ -11,6 +11,7 @@ go on and the sweep exits non-zero listing the failures (``runs.sweep``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -30,7 +31,12 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
-from recurrent_attention.config_checks import check_added_keys, check_config, check_group_choices
+from recurrent_attention.config_checks import (
+    check_added_keys,
+    check_config,
+    check_group_choices,
+    check_override_syntax,
+)
 from recurrent_attention.data.fingerprint import (
     data_identity,
     own_data_name,
@@ -41,6 +47,7 @@ from recurrent_attention.errors import CheckpointError, ConfigError, DataError, 
 from recurrent_attention.ops import native
 from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
 from recurrent_attention.results.summary import (
+    STEPS_KEY,
     SUMMARY_NAME,
     atomic_write_text,
     device_description,
@@ -48,13 +55,16 @@ from recurrent_attention.results.summary import (
     package_version,
     write_summary,
 )
+from recurrent_attention.runs.atomic import AtomicCheckpointIO, DiskFullError, disk_full
 from recurrent_attention.runs.folder import remove_refused_folder, set_aside_previous_run, usable_checkpoint
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.interrupt import interrupts_as_sigterm, requeue_if_warned, warned_by_slurm
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
+from recurrent_attention.runs.quiet import silence_library_noise
 from recurrent_attention.runs.record import require_same_run, write_run_record
 from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs, last_checkpoint_path
 from recurrent_attention.runs.sweep import note_failed_job
+from recurrent_attention.runs.trained import require_optimiser_steps
 from recurrent_attention.runs.wall_clock import WallClock
 from recurrent_attention.tasks import register_families
 from recurrent_attention.tasks.base import LOADER_KEYS
@@ -88,8 +98,15 @@ def training_callbacks(cfg: DictConfig, run_dir: Path) -> list[L.Callback]:
     best = cfg.task.get("checkpoint") or monitor
     last = LastCheckpoint(run_dir)
     callbacks: list[L.Callback] = [
+        # always best.ckpt: a run restarted from scratch (a dead attempt's best.ckpt there) overwrites
+        # it rather than writing best-v1.ckpt beside it
         ModelCheckpoint(
-            dirpath=last.path.parent, monitor=best.metric, mode=best.mode, save_top_k=1, filename="best"
+            dirpath=last.path.parent,
+            monitor=best.metric,
+            mode=best.mode,
+            save_top_k=1,
+            filename="best",
+            enable_version_counter=False,
         ),
         last,
         ReproducibleEpochs(cfg.seed, last.path),
@@ -213,7 +230,11 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False
     callbacks = [clock, *training_callbacks(cfg, run_dir)]
     trainer: L.Trainer = instantiate(
-        cfg.trainer, callbacks=callbacks, logger=logger, default_root_dir=str(run_dir)
+        cfg.trainer,
+        callbacks=callbacks,
+        logger=logger,
+        default_root_dir=str(run_dir),
+        plugins=[AtomicCheckpointIO()],  # a full disk leaves the last good checkpoints, never half of one
     )
     compiled = "yes" if cfg.model.get("compile", False) else "no"
     log.info(
@@ -222,10 +243,14 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     )
     last = usable_checkpoint(last_checkpoint_path(run_dir))
     if last:
-        print(f"resuming from {last}", file=sys.stderr)
+        print(
+            f"resuming from {last} (exact: the batches done are skipped, the random state restored)",
+            file=sys.stderr,
+        )
     # Ctrl-C, SLURM's warning to a submitit job: a checkpoint at the end of the batch, an exact resume
     with interrupts_as_sigterm():
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(last) if last else None)
+        require_optimiser_steps(cfg, trainer)  # an untrained model is never tested as a result
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         checkpoint = tested_checkpoint(cfg, trainer)
         tested = trainer.test(module, datamodule=datamodule, ckpt_path=checkpoint, verbose=True)
@@ -236,6 +261,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "params": sum(p.numel() for p in module.parameters()),
         "backbone_params": sum(p.numel() for p in backbone.parameters()),
         "epochs": trainer.current_epoch,
+        STEPS_KEY: trainer.global_step,
         "resumed": last is not None,
         "best_checkpoint": best,
         "data": data_identity(cfg, with_paths=True),
@@ -276,10 +302,12 @@ def main() -> None:
     """The command (``train.py``, ``ra-train``): a misspelt config-group choice is one line, exit 2,
     before Hydra composes anything; then the Hydra app."""
     try:
+        check_override_syntax(sys.argv[1:])  # a path with a space or a non-ASCII letter: how to quote it
         check_group_choices(sys.argv[1:])
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    silence_library_noise()  # Lightning's hints and tips that do not concern this command
     app()
 
 
@@ -326,6 +354,12 @@ def app(cfg: DictConfig) -> dict[str, Any] | None:
         code = EXIT_RUN_FAILED if isinstance(err, NonFiniteMetricError) else EXIT_BAD_INPUT
         return _stop(err, run_dir, multirun, code)
     except Exception as err:
+        if disk_full(err):
+            with contextlib.suppress(OSError):  # failed.json too, where a byte still fits
+                _record_failure(run_dir, identity, err)
+            return _stop(
+                DiskFullError(run_dir, last_checkpoint_path(run_dir)), run_dir, multirun, EXIT_RUN_FAILED
+            )
         _record_failure(run_dir, identity, err)
         if not multirun:
             raise
@@ -337,7 +371,13 @@ def _stop(err: BaseException, run_dir: Path, multirun: bool, code: int) -> None:
     print(f"error: {err}", file=sys.stderr)
     if not multirun:
         sys.exit(code)
-    note_failed_job(run_dir)
+    note_failed_job(run_dir, err)
+
+
+def _raised_at(err: BaseException) -> str:
+    """Where an error without a message (a bare ``assert`` in a library) was raised, for failed.json."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return f"raised at {frames[-1].filename}:{frames[-1].lineno}" if frames else "no message"
 
 
 def _record_failure(run_dir: Path, identity: dict[str, Any], err: BaseException) -> None:
@@ -345,7 +385,7 @@ def _record_failure(run_dir: Path, identity: dict[str, Any], err: BaseException)
     record = {
         **identity,
         "device": device_description(),  # a GPU failure goes to its GPU table (results/hardware.py)
-        "error": f"{type(err).__name__}: {err}",
+        "error": f"{type(err).__name__}: {str(err) or _raised_at(err)}",
         "traceback": traceback.format_exc(),
         # data not found: no seed of that data's row failed (results.collect does not count it)
         "data_read": not isinstance(err, DataMissingError),

@@ -114,10 +114,13 @@ def test_sigterm_saves_a_checkpoint_and_the_resumed_run_is_exact(
     assert stopped.returncode == 143 and not read_summaries(tmp_path)
     assert [line for line in stopped.stderr.splitlines() if line.startswith("interrupted:")]
     assert (run_dir_of(tmp_path) / "checkpoints" / "last.ckpt").is_file()
-    run_train(command, tmp_path, env=WITH_HELPERS)
+    assert "Received SIGTERM" not in stopped.stderr  # Lightning's; the interrupted: line says it all
+    again = run_train(command, tmp_path, env=WITH_HELPERS)
     (resumed,) = read_summaries(tmp_path)
     assert resumed["resumed"] is True
     assert resumed["metrics"] == uninterrupted["metrics"]
+    # a mid-epoch resume is exact: Lightning's "can cause unreliable results" is not for it
+    assert "unreliable results" not in again.stderr and "(exact: the batches done are skipped" in again.stderr
 
 
 def test_force_starts_clean_and_keeps_the_old_run_aside(finished: Path, tmp_path: Path) -> None:
@@ -192,6 +195,53 @@ def test_nan_metric_fails_the_run_and_writes_no_summary(ett_csv: Path, tmp_path:
     assert not read_summaries(tmp_path)
     (failed,) = [json.loads(p.read_text()) for p in tmp_path.rglob("failed.json")]
     assert failed["model"] == "aaren" and failed["run_id"] and failed["config_id"]
+
+
+def test_an_empty_training_loader_is_refused_and_nothing_is_tested(ett_csv: Path, tmp_path: Path) -> None:
+    """The bug: a batch larger than the training split left the loader empty (its incomplete batch
+    dropped); the run exited 0 with a random initialisation's test MSE in summary.json."""
+    # 8640 training rows of the ETT layout hold 8640 - 16 - 8 + 1 = 8617 windows
+    proc = run_train(
+        [*ONE_EPOCH, f"task.datamodule.path={ett_csv}", "task.batch_size=100000"], tmp_path, check=False
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: task.batch_size=100000 is larger than the training split (8617 samples; an incomplete "
+        "batch is dropped), so nothing would be trained: use task.batch_size<=8617"
+    )
+    assert not read_summaries(tmp_path) and "test/mse" not in proc.stdout
+    # Lightning's hints that mean nothing to the user are not printed (runs.quiet)
+    assert not [noise for noise in ("`srun`", "💡 Tip", "LeafSpec") if noise in proc.stderr]
+
+
+def test_a_summary_counts_the_optimiser_steps_taken(finished: Path) -> None:
+    (summary,) = read_summaries(finished)
+    assert summary["optimizer_steps"] == 4  # one epoch of trainer.limit_train_batches=4
+
+
+def test_a_full_disk_loses_nothing_and_the_same_command_resumes(
+    uninterrupted: dict, ett_csv: Path, tmp_path: Path
+) -> None:
+    """The bug: a full disk gave a 95-line traceback, a truncated best.ckpt and a .failed.json.* temp
+    file; the rerun wrote best-v1.ckpt beside the stale one."""
+    command = [*SETTINGS, f"task.datamodule.path={ett_csv}"]
+    command += [f"+callbacks.full._target_={HELPERS}.DiskFullOnce", "+callbacks.full.epoch=2"]
+    command += [f"+callbacks.full.once_marker={tmp_path}/full_once"]
+    full = run_train(command, tmp_path / "out", env=WITH_HELPERS, check=False)
+    (run_dir,) = {p.parent for p in (tmp_path / "out").rglob("identity.json")}
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert full.returncode == 1 and "Traceback" not in full.stderr and "test/mse" not in full.stdout
+    assert full.stderr.strip().splitlines()[-1] == (
+        f"error: no space left on the device of {run_dir}: free some space and run the same command; "
+        f"it resumes from {last}, the last checkpoint written whole"
+    )
+    assert not [p for p in run_dir.rglob(".*") if p.is_file()]  # no temporary file left
+    assert torch.load(last, weights_only=False)["epoch"] == 1  # the last good one, whole
+    resumed = run_train(command, tmp_path / "out", env=WITH_HELPERS)
+    assert "resuming from" in resumed.stderr
+    (summary,) = read_summaries(tmp_path / "out")
+    assert summary["metrics"] == uninterrupted["metrics"]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
 
 
 def test_a_later_success_removes_the_stale_failure(ett_csv: Path, tmp_path: Path) -> None:

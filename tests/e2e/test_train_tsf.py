@@ -79,9 +79,15 @@ def test_failing_job_does_not_stop_the_sweep(ett_csv: Path, tmp_path: Path) -> N
     assert f"error: task.datamodule.path={tmp_path}/missing.csv: no such file or folder" in proc.stderr
     assert not list(tmp_path.rglob("failed.json"))
     assert proc.returncode == 1
-    report = proc.stderr[proc.stderr.index("1 job(s) of this sweep failed") :].splitlines()
-    (folder,) = [Path(line.strip()) for line in report[1:]]
-    assert folder.is_relative_to(tmp_path) and not (folder / "summary.json").exists()
+    report = proc.stderr[proc.stderr.index("1 job(s) of this sweep failed:") :].splitlines()
+    # the bug: the report sent the user to a failed.json in a folder the refusal had removed
+    (line,) = report[1:]
+    folder = Path(line.split(" (refused, no folder): ")[0].strip())
+    assert folder.is_relative_to(tmp_path) and not folder.exists()
+    assert line.endswith(
+        f"(refused, no folder): task.datamodule.path={tmp_path}/missing.csv: no such file or folder; "
+        "check the path (own data)"
+    )
 
 
 def test_missing_data_is_one_clear_line(tmp_path: Path) -> None:

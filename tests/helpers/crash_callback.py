@@ -6,6 +6,7 @@ stopping, so running the very same command again (same config, hence same run fo
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
@@ -75,3 +76,19 @@ class AwaitStopAtBatch(L.Callback):
         deadline = time.monotonic() + self.timeout_s
         while not trainer.received_sigterm and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+class DiskFullOnce(L.Callback):
+    """From the first checkpoint of ``epoch`` on, every write that reaches the disk (``os.fsync``)
+    fails with ENOSPC, as on a full disk; only the first time."""
+
+    def __init__(self, epoch: int, once_marker: str) -> None:
+        self.epoch, self.once_marker = epoch, once_marker
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        if trainer.current_epoch == self.epoch and _first_time(self.once_marker):
+
+            def full(fd: int) -> None:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+            os.fsync = full

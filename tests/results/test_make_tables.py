@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from recurrent_attention.cli.make_tables import main as make_tables
-from tests.helpers.run_records import summary
+from tests.helpers.run_records import failure, summary
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
@@ -101,3 +101,58 @@ def test_failures_no_table_can_show_are_still_reported(tmp_path: Path, capsys) -
         f"duplicate: {tmp_path / 'copy' / 'a1' / 'summary.json'} (same run as {runs / 'a1' / 'summary.json'}"
         in err
     )
+
+
+def test_the_papers_numbers_ship_with_the_package(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The bug: a clone not beside shared/ made every paper column empty without a word."""
+    monkeypatch.delenv("RA_REFERENCE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # any clone location: nothing is read beside the checkout
+    runs = tmp_path / "runs"
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5})
+    assert make_tables(["--runs", str(runs), "--out", str(tmp_path / "out")]) == 0
+    # Aaren, Table 5, ETTh1 at horizon 96: MSE 0.53 ± 0.04, MAE 0.52 ± 0.02
+    assert (
+        "| ETTh1 | 96 | aaren | 0.400 | 0.53 ± 0.04 | 0.500 | 0.52 ± 0.02 |"
+        in (tmp_path / "out" / "aaren_tsf_cpu_default.md").read_text()
+    )
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_missing_reference_is_one_line_per_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    runs = tmp_path / "runs"
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5})
+    summary(runs / "a2", 1, {"mse": 0.4, "mae": 0.5}, preset="smoke")  # a second table, same CSV
+    args = _args(runs, tmp_path / "out")
+    assert make_tables(args) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert lines == [
+        f"warning: no paper reference {tmp_path / 'no_reference' / 'aaren_tsf.csv'}: the paper columns "
+        "of its tables stay empty (--reference or RA_REFERENCE_DIR points there; leave both unset for "
+        "the package's numbers)"
+    ]
+
+
+def test_a_table_of_failed_runs_only_is_not_written(tmp_path: Path, capsys) -> None:
+    """The bug: a failed own-data run left empty table files (a header and no row)."""
+    runs = tmp_path / "runs"
+    failure(
+        runs / "own",
+        1,
+        "DataError: mine.csv: line 5, column 'date': not a date",
+        dataset="mine.csv",
+        setting={"horizon": 96},
+    )
+    summary(runs / "a1", 1, {"mse": 0.4, "mae": 0.5}, preset="smoke")
+    out = tmp_path / "out"
+    assert make_tables(_args(runs, out)) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "aaren_tsf_smoke_default.csv",
+        "aaren_tsf_smoke_default.md",
+    ]
+    err = capsys.readouterr().err
+    assert (
+        "tsf: Time-series forecasting (cpu preset, default protocol): no finished run, no table written"
+        in err
+    )
+    (runs / "a1" / "summary.json").unlink()
+    assert make_tables(_args(runs, tmp_path / "none")) == 1 and not (tmp_path / "none").exists()

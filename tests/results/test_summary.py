@@ -1,15 +1,18 @@
-"""``summary.json`` writing: readable permissions, strict JSON."""
+"""``summary.json`` writing: readable permissions, strict JSON, whole or not at all."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
 from pathlib import Path
 
 import pytest
+import torch
 
 from recurrent_attention.results.summary import SUMMARY_NAME, atomic_write_text, write_summary
+from recurrent_attention.runs.atomic import AtomicCheckpointIO
 
 
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])
@@ -37,3 +40,26 @@ def test_summary_is_strict_json(tmp_path: Path) -> None:
         "metrics": {"mse": 0.5},
         "seed": 1,
     }
+
+
+def test_a_write_cut_short_leaves_the_old_file_whole_and_no_temporary_file(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The bug: a full disk left a truncated best.ckpt and a .failed.json.* temporary file."""
+    path = tmp_path / "failed.json"
+    atomic_write_text(path, "old\n")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write_text(path, "new, and longer than the old\n")
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["failed.json"]
+    checkpoint = tmp_path / "last.ckpt"
+    with pytest.raises(OSError, match="No space left"):
+        AtomicCheckpointIO().save_checkpoint({"epoch": 3}, checkpoint)
+    assert not checkpoint.exists() and [p.name for p in tmp_path.iterdir()] == ["failed.json"]
+    monkeypatch.undo()
+    AtomicCheckpointIO().save_checkpoint({"epoch": 3}, checkpoint)
+    assert torch.load(checkpoint)["epoch"] == 3

@@ -61,9 +61,9 @@ def test_an_overridden_run_gets_its_own_labelled_row(tmp_path: Path, reference: 
     rows, _ = rows_of(runs, reference)
     assert sorted(r["mse (ours)"] for r in rows) == ["0.500 ± 0.141", "0.900"]
     by_label = {r["config"]: r for r in rows}
-    assert set(by_label) == {"task.lr as configured", "task.lr=0.5"}
+    assert set(by_label) == {"as configured", "task.lr=0.5"}
     # 0.4 and 0.6: mean 0.5, std sqrt(0.02) = 0.141; the 0.9 run is not in it
-    assert by_label["task.lr as configured"]["mse (ours)"] == "0.500 ± 0.141"
+    assert by_label["as configured"]["mse (ours)"] == "0.500 ± 0.141"
     assert by_label["task.lr=0.5"]["mse (ours)"] == "0.900" and by_label["task.lr=0.5"]["n"] == 1
 
 
@@ -85,10 +85,8 @@ def test_configs_that_differ_in_several_overrides_are_labelled_in_words(
     summary(runs / "a", 1, {"mse": 0.4, "mae": 0.5}, extra=["task.lr=0.5"])
     summary(runs / "b", 1, {"mse": 0.6, "mae": 0.5}, extra=["trainer.devices=2"])
     rows, _ = rows_of(runs, reference)
-    assert sorted(r["config"] for r in rows) == [
-        "task.lr as configured, trainer.devices=2",
-        "task.lr=0.5, trainer.devices as configured",
-    ]
+    # each label names what its row set (the bug: every key the other rows set, "as configured")
+    assert sorted(r["config"] for r in rows) == ["task.lr=0.5", "trainer.devices=2"]
 
 
 def test_one_config_under_two_identity_schemes_is_labelled_by_commit(tmp_path: Path, reference: Path) -> None:
@@ -99,6 +97,31 @@ def test_one_config_under_two_identity_schemes_is_labelled_by_commit(tmp_path: P
     summary(runs / "new", 1, {"mse": 0.4, "mae": 0.5}, config_id="new1", run_id="r1", git_commit="52ae2ac1cd")
     rows, _ = rows_of(runs, reference)
     assert sorted(r["config"] for r in rows) == ["commit 52ae2ac", "commit 978a8bc"]
+
+
+def test_a_typed_value_the_row_already_shows_is_no_difference(tmp_path: Path, reference: Path) -> None:
+    """The bug: "task.pred_len as configured" beside "task.pred_len=96" in rows of horizon 96, the
+    same value; only the commits differed, and the label now says that alone."""
+    runs = tmp_path / "runs"
+    summary(runs / "old", 1, {"mse": 0.4, "mae": 0.5}, config_id="c0", run_id="r0", git_commit="978a8bc0ab")
+    summary(
+        runs / "new",
+        1,
+        {"mse": 0.4, "mae": 0.5},
+        extra=["task.pred_len=96"],
+        config_id="c1",
+        run_id="r1",
+        git_commit="52ae2ac1cd",
+    )
+    summary(
+        runs / "lr", 1, {"mse": 0.4, "mae": 0.5}, extra=["task.pred_len=96", "task.lr=0.5"], config_id="c2"
+    )
+    rows, _ = rows_of(runs, reference)
+    assert sorted(r["config"] for r in rows) == [
+        "as configured, commit 52ae2ac",
+        "as configured, commit 978a8bc",
+        "task.lr=0.5, commit abc",
+    ]
 
 
 def test_a_run_whose_data_was_not_found_is_no_seed_of_that_datas_row(tmp_path: Path, reference: Path) -> None:
@@ -189,6 +212,25 @@ def test_non_finite_metrics_and_failures_are_marked_not_dropped(tmp_path: Path, 
     assert any("seed 5" in n and "CUDA out of memory" in n for n in failed_notes)
 
 
+def test_an_untrained_record_is_a_failure_never_a_number(tmp_path: Path, reference: Path) -> None:
+    """The bug: trainer.max_epochs=0 wrote a random initialisation's test MSE, shown as a result."""
+    runs = tmp_path / "runs"
+    summary(runs / "s1", 1, {"mse": 0.4, "mae": 0.5}, config_id="c1", run_id="r1", optimizer_steps=12)
+    summary(runs / "s2", 2, {"mse": 1.13, "mae": 0.7}, config_id="c1", run_id="r2", optimizer_steps=0)
+    # a record from before the step count: no epoch run and no checkpoint tested
+    summary(
+        runs / "s3", 3, {"mse": 0.93, "mae": 0.6}, config_id="c1", run_id="r3", epochs=0, tested_checkpoint=""
+    )
+    # an old trained record (no step count, a tested checkpoint) is a result as before
+    summary(
+        runs / "s4", 4, {"mse": 0.6, "mae": 0.5}, config_id="c1", run_id="r4", tested_checkpoint="best.ckpt"
+    )
+    rows, notes = rows_of(runs, reference)
+    assert rows[0]["mse (ours)"] == "0.500 ± 0.141" and rows[0]["failed seeds"] == "2, 3"
+    (failed,) = [n for n in notes if n.startswith("failed:")]
+    assert "seed 2, 3: untrained" in failed
+
+
 def test_a_failure_then_a_success_is_not_a_failure(tmp_path: Path, reference: Path) -> None:
     runs = tmp_path / "runs"
     failure(runs / "s1", 1, "killed", config_id="c1", run_id="r1")
@@ -221,6 +263,33 @@ def test_command_names_every_horizon_and_the_overrides_it_needs(tmp_path: Path, 
     (command,) = [n for n in notes if n.startswith("command:")]
     assert "task.pred_len=96,192 " in command and command.endswith("plus the overrides above")
     assert "ETTh1 overrides: task.train_epochs=1" in notes
+
+
+def test_notes_and_command_describe_the_rows_shown(tmp_path: Path, reference: Path) -> None:
+    """The bugs: the command line carried a failed run's values (a config with no row), and one
+    notes line merged the overrides of different rows."""
+    runs = tmp_path / "runs"
+    summary(runs / "a", 1, {"mse": 0.4, "mae": 0.5}, extra=["task.lr=0.001"], config_id="ca")
+    summary(
+        runs / "t",
+        1,
+        {"mse": 0.4, "mae": 0.5},
+        model="transformer",
+        extra=["task.dropout=0.2"],
+        config_id="ct",
+    )
+    failure(
+        runs / "f", 7, "DataError: bad", config_id="cf", setting={"horizon": 336}, overrides=["task.lr=9"]
+    )
+    rows, notes = rows_of(runs, reference)
+    assert len(rows) == 2
+    (command,) = [n for n in notes if n.startswith("command:")]
+    assert " seed=1 task.pred_len=96 " in command
+    assert [n for n in notes if "overrides" in n and not n.startswith("command:")] == [
+        "ETTh1 overrides (transformer): task.dropout=0.2",
+        "ETTh1 overrides (aaren): task.lr=0.001",
+    ]
+    assert any(n.startswith("failed:") and "seed 7" in n for n in notes)  # still listed, as a failure
 
 
 def test_unreadable_record_names_the_file(tmp_path: Path) -> None:

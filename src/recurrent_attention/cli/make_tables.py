@@ -1,7 +1,7 @@
 """Rebuild the results tables (markdown + CSV) from every run record under the given folders.
 
 Each task family's layout (src/recurrent_attention/results/layouts/) turns the runs into tables
-beside the papers' numbers (../shared/reference, or --reference / RA_REFERENCE_DIR). One row per
+beside the papers' numbers (shipped in the package, or --reference / RA_REFERENCE_DIR). One row per
 config (seeds of one config only), n runs per row, failed and missing seeds marked. Runs on a GPU
 make tables of their own (``*_gpu_*``, the GPU in the title; results/hardware.py).
 
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from recurrent_attention.results.collect import RunRecordError, duplicate_lines, load_runs
 from recurrent_attention.results.commits import commit_problems, in_git_checkout
 from recurrent_attention.results.hardware import GPU_TAG, gpu_table, split_by_hardware
 from recurrent_attention.results.layouts import builders
-from recurrent_attention.results.tables import Table
+from recurrent_attention.results.tables import MissingReferenceWarning, Table
 
 UNCLEAN_WARNING = (
     "WARNING: not built from runs of one clean commit (see the commit line); "
@@ -46,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", nargs="+", default=["outputs", "results/runs"], help="folders to search")
     parser.add_argument("--out", default="outputs/tables", help="where the tables are written")
     parser.add_argument(
-        "--reference", default=None, help="folder of the papers' CSVs (default ../shared/reference)"
+        "--reference",
+        default=None,
+        help="folder of the papers' CSVs (default $RA_REFERENCE_DIR, else the package's results/reference)",
     )
     parser.add_argument(
         "--allow-unclean",
@@ -64,15 +67,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no summary.json or failed.json found under {' '.join(args.runs)}", file=sys.stderr)
         return 1
     reference = Path(args.reference) if args.reference else None
-    tables = [
-        (family, gpu_table(t) if kind == GPU_TAG else t)
-        for kind, part in split_by_hardware(runs).items()
-        for family, build in sorted(builders().items())
-        for t in build(part, reference)
-    ]
+    with warnings.catch_warnings(record=True) as missing:
+        warnings.simplefilter("always", MissingReferenceWarning)
+        tables = [
+            (family, gpu_table(t) if kind == GPU_TAG else t)
+            for kind, part in split_by_hardware(runs).items()
+            for family, build in sorted(builders().items())
+            for t in build(part, reference)
+        ]
+    for other in (w for w in missing if w.category is not MissingReferenceWarning):
+        warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
+    for line in dict.fromkeys(str(w.message) for w in missing if w.category is MissingReferenceWarning):
+        print(f"warning: {line}", file=sys.stderr)  # one line per file, however many tables read it
     _report(runs, [t for _, t in tables])
+    for family, table in tables:
+        if table.frame.empty:  # only failed runs: their lines above say why; no empty table file
+            print(f"{family}: {table.title}: no finished run, no table written", file=sys.stderr)
+    tables = [(family, table) for family, table in tables if not table.frame.empty]
     if not tables:
-        print("run records found, but no layout produced a table", file=sys.stderr)
+        print("run records found, but no table has a finished run", file=sys.stderr)
         return 1
 
     if in_git_checkout(args.out):

@@ -4,7 +4,8 @@ One row per record found, with a ``status`` that says how tables must treat it:
 
 - ``ok``: a finished run whose test metrics are all finite numbers;
 - ``failed``: a ``failed.json``, or a summary with a NaN/inf (or non-numeric) metric, which is an
-  error, never a number in a table; ``error`` says what went wrong;
+  error, never a number in a table, or of a model that took no optimiser step (``untrained``);
+  ``error`` says what went wrong;
 - ``duplicate``: the same run (same ``run_key``) found again, e.g. in ``outputs/`` and in
   ``results/runs/``, or typed with another spelling; it counts once, in the first place found;
 - ``superseded``: a failure of a run that also finished (a later attempt succeeded);
@@ -25,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from recurrent_attention.results.identity import config_key, describe, run_key
-from recurrent_attention.results.summary import SUMMARY_NAME
+from recurrent_attention.results.summary import STEPS_KEY, SUMMARY_NAME
 
 FAILED_NAME = "failed.json"
 # Columns every frame has, whatever its records hold (layouts select and group on them).
@@ -54,6 +55,18 @@ def non_finite_metrics(metrics: Mapping[str, Any]) -> list[str]:
     return bad
 
 
+def untrained(record: Mapping[str, Any]) -> str | None:
+    """Why a summary holds a randomly initialised model's metrics, or None when it was trained.
+
+    A record says its optimiser steps (``STEPS_KEY``); one written before it did is untrained when
+    it ran no epoch and tested no checkpoint (what ``trainer.max_epochs=0`` used to write).
+    """
+    steps = record.get(STEPS_KEY)
+    if steps == 0 or (steps is None and record.get("epochs") == 0 and record.get("tested_checkpoint") == ""):
+        return "untrained: the run took no optimiser step, its metrics are a random initialisation's"
+    return None
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         record = json.loads(path.read_text())
@@ -72,9 +85,9 @@ def _row(path: Path) -> dict[str, Any]:
         row = {**_flatten({k: v for k, v in record.items() if k != "traceback"}), "status": status}
     else:
         bad = non_finite_metrics(record.get("metrics") or {})
-        error = f"non-finite test metric: {', '.join(bad)}" if bad else None
-        row = _flatten({**record, "metrics": {} if bad else record.get("metrics")})
-        row["status"] = "failed" if bad else "ok"
+        error = f"non-finite test metric: {', '.join(bad)}" if bad else untrained(record)
+        row = _flatten({**record, "metrics": {} if error else record.get("metrics")})
+        row["status"] = "failed" if error else "ok"
     row.update(
         error=error,
         path=str(path),

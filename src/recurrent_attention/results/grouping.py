@@ -9,7 +9,8 @@ them apart (the differing overrides), so two configs never look like one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -57,15 +58,26 @@ def short_commit(commit: Any) -> str:
     return str(commit)[:7] if isinstance(commit, str) and commit else "unknown"
 
 
-def _labels(descriptions: list[dict[str, Any]], config_keys: list[str], commits: list[set[str]]) -> list[str]:
+def _labels(
+    descriptions: list[dict[str, Any]],
+    config_keys: list[str],
+    commits: list[set[str]],
+    shown_as: Mapping[str, str] = MappingProxyType({}),
+) -> list[str]:
     """For configs that show the same columns: the overrides that differ between them, as typed
-    (``task.lr=0.5``) or, where a config did not set one, ``task.lr as configured``; then, where
-    the configs' runs come from different commits, those commits.
+    (``task.lr=0.5``; a config that set none of them is ``as configured``: naming each key it left
+    alone told nothing the other labels do not); then, where the configs' runs come from different
+    commits, those commits.
+
+    ``shown_as`` maps an override to the description field that holds its value for every run
+    (``task.pred_len`` -> ``setting.horizon``): a config that did not type it has that value, so
+    ``task.pred_len=96`` beside a horizon-96 run that left it alone is no difference.
 
     Runs of one config from before a change of the identity scheme (or of a config file) have
     another ``config_id``, and their overrides may say nothing that differs: the commit tells them
     apart, a hash alone would not tell a reader anything.
     """
+    descriptions = [{**{k: d[f] for k, f in shown_as.items() if f in d}, **d} for d in descriptions]
     names = sorted({k for d in descriptions for k in d})
     absent = object()
     differing = [
@@ -74,9 +86,9 @@ def _labels(descriptions: list[dict[str, Any]], config_keys: list[str], commits:
     by_commit = len({tuple(sorted(c)) for c in commits}) > 1
     labels = []
     for description, key, commit in zip(descriptions, config_keys, commits, strict=True):
-        words = [
-            f"{n}={show(description[n])}" if n in description else f"{n} as configured" for n in differing
-        ]
+        words = [f"{n}={show(description[n])}" for n in differing if n in description]
+        if differing and not words:
+            words.append("as configured")
         if by_commit:
             words.append(f"commit {', '.join(sorted(commit))}")
         labels.append(", ".join(words) if words else _short_id(key))
@@ -90,13 +102,18 @@ def own_data(record: pd.Series | dict) -> bool:
 
 
 def config_rows(
-    runs: pd.DataFrame, keys: Sequence[str], metrics: Sequence[str], means: Sequence[str] = ()
+    runs: pd.DataFrame,
+    keys: Sequence[str],
+    metrics: Sequence[str],
+    means: Sequence[str] = (),
+    shown_as: Mapping[str, str] = MappingProxyType({}),
 ) -> pd.DataFrame:
     """One row per config with a finished run: ``keys`` + model, then per metric its mean, std and n.
 
     Also: ``n`` (finished runs averaged), ``seeds``, ``failed`` and ``missing`` (seeds that other rows
     of the table have but this one does not), ``duplicates`` (records counted once), ``label``
-    (what tells the config apart from others with the same keys; "" when none shares them), the mean
+    (what tells the config apart from others with the same keys; "" when none shares them;
+    ``shown_as``: see :func:`_labels`), the mean
     ``wall_time_s`` and the mean of each column in ``means``.
     """
     expected = set(table_seeds(runs))
@@ -139,5 +156,7 @@ def config_rows(
         if len(same) > 1:
             descriptions = [json.loads(c) for c in same["config"]]
             commits = [commits_of[key] for key in same["config_key"]]
-            stats.loc[same.index, "label"] = _labels(descriptions, list(same["config_key"]), commits)
+            stats.loc[same.index, "label"] = _labels(
+                descriptions, list(same["config_key"]), commits, shown_as
+            )
     return stats.sort_values([*shown, "label"], kind="stable", na_position="last").reset_index(drop=True)

@@ -7,11 +7,16 @@ formats them: ``n`` runs per row, the value alone when n = 1, failed and missing
 
 from __future__ import annotations
 
+import io
 import json
 import os
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
@@ -20,11 +25,14 @@ from recurrent_attention.results.grouping import COUNTED, config_rows, seed_rang
 from recurrent_attention.results.identity import DESCRIPTION_FIELDS, show
 from recurrent_attention.results.summary import atomic_write_text
 
-# The papers' numbers as CSV (the steering checkout's shared/reference beside this repository);
-# RA_REFERENCE_DIR points elsewhere.
-REFERENCE_DIR = Path(
-    os.environ.get("RA_REFERENCE_DIR", Path(__file__).resolve().parents[3].parent / "shared" / "reference")
-)
+# The papers' numbers as CSV ship inside the package (results/reference/, read through
+# importlib.resources, so any clone or installed wheel has them); RA_REFERENCE_DIR points elsewhere.
+REFERENCE_ENV = "RA_REFERENCE_DIR"
+REFERENCE_PACKAGE = "recurrent_attention.results"
+
+
+class MissingReferenceWarning(UserWarning):
+    """A paper's reference CSV was not found: its table's paper columns stay empty."""
 
 
 @dataclass
@@ -147,6 +155,7 @@ def compare(
     reference_lookup: Callable[[dict, str], tuple[float, float | None] | None],
     digits: int = 3,
     means: Sequence[str] = (),
+    shown_as: Mapping[str, str] = MappingProxyType({}),
 ) -> tuple[pd.DataFrame, list[str]]:
     """Our numbers per metric beside the paper's, one row per config; and the notes that go with them.
 
@@ -155,7 +164,7 @@ def compare(
     ours and the paper's, ``n``, ``seeds``, ``failed seeds`` / ``missing seeds`` (only where some
     row has them), wall time per run and the mean of each column in ``means`` (one decimal).
     """
-    stats = config_rows(runs, keys, metrics, means)
+    stats = config_rows(runs, keys, metrics, means, shown_as)
     out = []
     for row in stats.to_dict("records"):
         line = {k: _tidy(row[k]) for k in [*keys, "model"]}
@@ -189,26 +198,42 @@ def compare(
     return frame.drop(columns=optional), run_notes(runs, stats, keys)
 
 
+def shown_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs (finished or failed) of the configs that have a row, i.e. a finished run: what the
+    notes and the ``command:`` line describe. A config whose every run failed has no row; its
+    failures are listed, but its values are not the table's."""
+    counted = runs[runs["status"].isin(COUNTED)]
+    with_row = counted.loc[counted["status"] == "ok", "config_key"]
+    return counted[counted["config_key"].isin(with_row)]
+
+
 def seed_arg(runs: pd.DataFrame) -> str:
-    """The seeds a table's runs used, as the ``seed=`` of the command that reproduces them."""
-    return ",".join(map(str, table_seeds(runs)))
+    """The seeds of a table's rows, as the ``seed=`` of the command that reproduces them."""
+    return ",".join(map(str, table_seeds(shown_runs(runs))))
 
 
 def override_notes(runs: pd.DataFrame, by: str, hide: Sequence[str] = ()) -> list[str]:
-    """Per value of ``by`` (e.g. dataset): the overrides its runs were started with, ``hide`` left out.
+    """Per value of ``by`` (e.g. dataset): the overrides its rows were started with, ``hide`` left out.
 
-    Overrides that only name the model, task, preset, seed or protocol are never listed (the table
-    shows those); see ``identity.normalise_overrides``.
+    One line per value where all its rows share the overrides; else one line per set, naming the
+    models of the rows that have it (a set is never merged with another row's). Overrides that only
+    name the model, task, preset, seed or protocol are never listed (the table shows those); see
+    ``identity.normalise_overrides``.
     """
-    counted = runs[runs["status"].isin(COUNTED) & runs["config"].notna()]
+    shown = shown_runs(runs)
+    shown = shown[shown["config"].notna()]
     notes = []
-    for value, part in counted.groupby(by, sort=True):
-        words = set()
-        for config in part["config"]:
+    for value, part in shown.groupby(by, sort=True):
+        models_of: dict[tuple[str, ...], set[str]] = {}
+        for config, model in zip(part["config"], part["model"], strict=True):
             described = json.loads(config)
-            words |= {f"{k}={show(v)}" for k, v in described.items() if _is_override(k) and k not in hide}
-        if words:
-            notes.append(f"{value} overrides: {' '.join(sorted(words))}")
+            words = (f"{k}={show(v)}" for k, v in described.items() if _is_override(k) and k not in hide)
+            models_of.setdefault(tuple(sorted(words)), set()).add(str(model))
+        sets = [words for words in sorted(models_of) if words]
+        if len(models_of) == 1 and sets:
+            notes.append(f"{value} overrides: {' '.join(sets[0])}")
+        else:
+            notes += [f"{value} overrides ({', '.join(sorted(models_of[w]))}): {' '.join(w)}" for w in sets]
     return notes
 
 
@@ -241,6 +266,27 @@ def paper_number(
     return float(hit[value].iloc[0]), None if std is None else float(hit[std].iloc[0])
 
 
+def reference_folder(reference_dir: str | Path | None = None) -> Path | Traversable:
+    """Where the papers' CSVs are read: ``reference_dir``, else ``$RA_REFERENCE_DIR``, else the package's."""
+    chosen = reference_dir or os.environ.get(REFERENCE_ENV)
+    return Path(chosen) if chosen else resources.files(REFERENCE_PACKAGE) / "reference"
+
+
 def load_reference(name: str, reference_dir: str | Path | None = None) -> pd.DataFrame | None:
-    path = Path(reference_dir or REFERENCE_DIR) / name
-    return pd.read_csv(path) if path.is_file() else None
+    """The paper's numbers in ``name``; None, with a :class:`MissingReferenceWarning` naming the file
+    (``make tables`` prints it as one line), where it is not there."""
+    path = reference_folder(reference_dir) / name
+    if not path.is_file():
+        overridden = reference_dir or os.environ.get(REFERENCE_ENV)
+        fix = (
+            f"--reference or {REFERENCE_ENV} points there; leave both unset for the package's numbers"
+            if overridden
+            else "the package's copy is missing; reinstall recurrent-attention"
+        )
+        warnings.warn(
+            f"no paper reference {path}: the paper columns of its tables stay empty ({fix})",
+            MissingReferenceWarning,
+            stacklevel=2,
+        )
+        return None
+    return pd.read_csv(io.StringIO(path.read_text(encoding="utf-8")))

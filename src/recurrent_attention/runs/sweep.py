@@ -19,12 +19,23 @@ from omegaconf import DictConfig
 FAILURES_ENV = "RA_SWEEP_FAILURES"
 
 
-def note_failed_job(run_dir: str | Path) -> None:
-    """Called by a failing job of a sweep (no-op outside one)."""
+def note_failed_job(run_dir: str | Path, error: BaseException | str = "") -> None:
+    """Called by a failing job of a sweep (no-op outside one), with the first line of its error."""
     registry = os.environ.get(FAILURES_ENV)
     if registry:
+        line = str(error).splitlines()[0] if str(error) else ""
         with open(registry, "a") as file:
-            file.write(f"{run_dir}\n")
+            file.write(f"{run_dir}\t{line}\n")
+
+
+def report_line(entry: str) -> str:
+    """A failed job as the sweep's report shows it: its ``failed.json`` where the job wrote one,
+    else (a command refused before it ran leaves no folder) the error itself."""
+    run_dir, _, error = entry.partition("\t")
+    failed = Path(run_dir) / "failed.json"
+    if failed.is_file():
+        return f"  {failed}"
+    return f"  {run_dir} (refused, no folder): {error or 'see the error line above'}"
 
 
 class FailedJobsReport(Callback):
@@ -44,7 +55,7 @@ class FailedJobsReport(Callback):
         failed = registry.read_text().splitlines()
         registry.unlink()
         if failed:
-            print(f"{len(failed)} job(s) of this sweep failed (see failed.json in each):", file=sys.stderr)
-            for run_dir in failed:
-                print(f"  {run_dir}", file=sys.stderr)
+            print(f"{len(failed)} job(s) of this sweep failed:", file=sys.stderr)
+            for entry in failed:
+                print(report_line(entry), file=sys.stderr)
             sys.exit(1)

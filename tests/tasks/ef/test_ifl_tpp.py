@@ -85,9 +85,15 @@ def test_a_cut_sequence_window_ends_at_its_last_kept_event() -> None:
 
 
 def test_a_mark_beyond_n_marks_names_it(tmp_path: Path) -> None:
-    module = EFDataModule("ifltpp_wiki", "ifl_tpp", n_marks=3, path=str(write_ifl(tmp_path / "w.npz")))
-    with pytest.raises(DataError, match=r"mark 3 found but task\.n_marks=3"):
+    """The bug: own data's out-of-range mark named the registry's source, not the user's file."""
+    own = write_ifl(tmp_path / "w.npz")
+    module = EFDataModule("ifltpp_wiki", "ifl_tpp", n_marks=3, path=str(own))
+    with pytest.raises(DataError) as info:
         module.load_splits()
+    assert str(info.value) == (
+        f"{own} (train split): mark 3 found but task.n_marks=3 (marks are 0 to n_marks - 1); "
+        "set task.n_marks=4 or fix the file"
+    )
 
 
 @pytest.mark.parametrize(

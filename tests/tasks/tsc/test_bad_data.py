@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from recurrent_attention.data import DataError
+from tests.tasks.tsc.conftest import random_problem, write_pair
 from tests.tasks.tsc.test_data import datamodule
 
 
@@ -96,3 +98,20 @@ def test_train_py_stops_on_inf_in_test_with_one_line(train_runner, toy_pair, tmp
     (error,) = [text for text in proc.stderr.splitlines() if text.startswith("error:")]
     assert error.startswith(f"error: {test_path}:{line}: channel 1, value 1: inf is not a finite number")
     assert not list((tmp_path / "out").rglob("summary.json"))
+
+
+def test_a_training_file_with_no_case_to_hold_out_is_one_line(tmp_path: Path) -> None:
+    """The bug: a TRAIN file of one case stopped in a ValueError traceback from the split."""
+    rng = np.random.default_rng(0)
+    names = ["a", "b", "c"]
+    train, test = write_pair(
+        tmp_path, "One", random_problem(rng, 1, 3, (5, 12), 3), random_problem(rng, 6, 3, (5, 12), 3), names
+    )
+    with pytest.raises(DataError) as info:
+        datamodule(train, test)
+    assert str(info.value) == (
+        f"{train}: its 1 training case(s) leave none for validation at task.val_fraction=0.2 (each class "
+        "keeps one case for training); add cases, raise task.val_fraction, or train on all of them with "
+        "task.compat=reference"
+    )
+    assert len(datamodule(train, test, compat="reference").datasets["train"]) == 1  # the fix it names works

@@ -73,6 +73,35 @@ def test_unparsable_or_blank_date_names_the_line(good_lines, tmp_path: Path, cel
         setup_with(path, with_cell(good_lines, 50, 0, cell))
 
 
+ORDER_FIX = "rows must be in time order, one row per timestamp (sort the file by date, drop or merge repeated"
+
+
+def test_a_repeated_timestamp_names_its_line(good_lines, tmp_path: Path) -> None:
+    """The bug: a duplicated timestamp was accepted (windows then span a time that never passed)."""
+    path = tmp_path / "dup.csv"
+    lines = with_cell(good_lines, 50, 0, good_lines[48].split(",")[0])  # line 49's date
+    with pytest.raises(DataError) as info:
+        setup_with(path, lines)
+    assert str(info.value).startswith(
+        f"{path}: line 50, column 'date': 2016-07-02 23:00:00 repeats the timestamp of line 49; {ORDER_FIX}"
+    )
+
+
+def test_rows_out_of_time_order_name_the_first_one(good_lines, tmp_path: Path) -> None:
+    """The bug: a time-shuffled CSV trained (MSE 1.289 against 0.636 in order) without a word."""
+    path = tmp_path / "swapped.csv"
+    lines = [*good_lines[:49], good_lines[50], good_lines[49], *good_lines[51:]]  # lines 50 and 51 swapped
+    with pytest.raises(DataError) as info:
+        setup_with(path, lines)
+    assert str(info.value).startswith(
+        f"{path}: line 51, column 'date': 2016-07-03 00:00:00 is earlier than line 50's 2016-07-03 01:00:00; "
+        f"{ORDER_FIX}"
+    )
+    shuffled = [good_lines[0], *np.random.default_rng(0).permutation(good_lines[1:])]
+    with pytest.raises(DataError, match="rows must be in time order"):
+        setup_with(path, shuffled)
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [

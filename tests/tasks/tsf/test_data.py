@@ -94,13 +94,19 @@ def test_reference_compat_drops_the_last_test_batch(tmp_path: Path) -> None:
 def test_channel_count_mismatch_names_the_key(tmp_path: Path) -> None:
     write_ett_csv(tmp_path / "e.csv", 14400)
     dm = TSFDataModule("ETTh1", "ett_hour", n_channels=8, path=str(tmp_path / "e.csv"))
-    with pytest.raises(ValueError, match=r"task.n_channels=8 .* has 7 channels"):
+    # own data: the message names the user's file, not the registry's ETTh1 (the bug), and the fix
+    with pytest.raises(ValueError) as info:
         dm.setup()
+    assert str(info.value) == (
+        f"task.n_channels=8 but {tmp_path / 'e.csv'} has 7 channels with task.features=M; "
+        "set task.n_channels=7"
+    )
 
 
 def test_custom_csv_with_crlf_and_latin1_header(tmp_path: Path) -> None:
     header = "date,p (mbar),SWDR (W/m\xb2),OT"
-    rows = [f"2020-01-01 00:{10 * i // 60:02d}:00,{i},{2 * i},{3 * i}" for i in range(200)]
+    dates = pd.date_range("2020-01-01", periods=200, freq="10min").strftime("%Y-%m-%d %H:%M:%S")
+    rows = [f"{date},{i},{2 * i},{3 * i}" for i, date in enumerate(dates)]
     (tmp_path / "weather.csv").write_bytes(("\r\n".join([header, *rows]) + "\r\n").encode("latin-1"))
     frame = read_csv(tmp_path / "weather.csv")
     assert list(frame.columns) == ["date", "p (mbar)", "SWDR (W/m²)", "OT"]

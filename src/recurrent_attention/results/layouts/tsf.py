@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from recurrent_attention.results.layouts import aaren_paper, protocol_tables, sweep_command
-from recurrent_attention.results.tables import Table, compare, override_notes, provenance
+from recurrent_attention.results.tables import Table, compare, override_notes, provenance, shown_runs
 
 # Our dataset names (registry sources) -> the paper's row labels.
 PAPER_NAMES = {
@@ -32,10 +32,15 @@ def _contents(
     part: pd.DataFrame, preset: str, compat: str, reference: pd.DataFrame | None
 ) -> tuple[pd.DataFrame, list[str]]:
     lookup = partial(_paper, reference)
-    frame, run_notes = compare(part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup)
+    # task.pred_len is the horizon column: typed or not, its value is the row's horizon
+    shown_as = {"task.pred_len": "setting.horizon"}
+    frame, run_notes = compare(
+        part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup, shown_as=shown_as
+    )
     frame = frame.rename(columns={"setting.horizon": "horizon"})
     overrides = override_notes(part, by="dataset", hide=("task.pred_len",))
-    horizons = ",".join(str(h) for h in sorted(part["setting.horizon"].dropna().astype(int).unique()))
+    shown = shown_runs(part)["setting.horizon"]  # the rows' horizons, not a failed config's
+    horizons = ",".join(str(h) for h in sorted(shown.dropna().astype(int).unique()))
     notes = [
         "MSE/MAE on the standardised scale over every test window (input 96); mean ± sample std over seeds.",
         "paper: Aaren Table 5 (TSLib settings, 5 seeds).",

@@ -131,6 +131,14 @@ class EFDataModule(L.LightningDataModule):
             return base if self.format in NPZ_READERS else base / f"{key}{SPLIT_SUFFIX[self.format]}"
         return self.location.registered(key)
 
+    def _split_name(self, split: str) -> str:
+        """A split as a message names it: the user's file (own data), else the registry source's split."""
+        if self.path is None or self.format == "sin":
+            return f"{self.source}/{split}"
+        if self.format in NPZ_READERS:
+            return f"{self._file('npz')} ({split} split)"
+        return str(self._file(split))
+
     def prepare_data(self) -> None:
         if self.format in NPZ_READERS:
             self._file("npz")
@@ -162,14 +170,18 @@ class EFDataModule(L.LightningDataModule):
         dims.discard(None)
         if dims and dims != {self.n_marks}:
             raise DataError(
-                f"task.n_marks={self.n_marks} but {self.source} declares dim_process {sorted(dims)}"
+                f"task.n_marks={self.n_marks} but {self.path or self.source} declares dim_process "
+                f"{sorted(dims)}; set task.n_marks to it"
             )
         for split, sequences in splits.items():
             if self.max_length is not None:
                 sequences = [first_events(s, self.max_length) for s in sequences]
             top = max((int(s.marks.max()) for s in sequences if len(s)), default=0)
             if top >= self.n_marks:
-                raise DataError(f"{self.source}/{split}: mark {top} found but task.n_marks={self.n_marks}")
+                raise DataError(
+                    f"{self._split_name(split)}: mark {top} found but task.n_marks={self.n_marks} "
+                    f"(marks are 0 to n_marks - 1); set task.n_marks={top + 1} or fix the file"
+                )
             splits[split] = [s for s in sequences if len(s) >= self.min_length]
         return splits
 

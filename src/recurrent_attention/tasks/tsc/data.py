@@ -91,7 +91,8 @@ def instance_norm(case: np.ndarray) -> np.ndarray:
 def stratified_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted ``(train, val)`` indices: about ``fraction`` of every class goes to val, at least one stays.
 
-    The count per class is ``floor(fraction * n + 0.5)``, capped at ``n - 1`` so no class leaves training.
+    The count per class is ``floor(fraction * n + 0.5)``, capped at ``n - 1`` so no class leaves training;
+    so classes of one case each leave val empty, which the caller refuses naming its file.
     """
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"task.val_fraction={fraction} must lie strictly between 0 and 1")
@@ -101,10 +102,6 @@ def stratified_split(labels: np.ndarray, fraction: float, seed: int) -> tuple[np
         members = np.flatnonzero(labels == cls)
         rng.shuffle(members)
         val.extend(members[: min(int(np.floor(fraction * len(members) + 0.5)), len(members) - 1)])
-    if not val:
-        raise ValueError(
-            f"task.val_fraction={fraction} leaves no validation case ({len(labels)} training cases)"
-        )
     val_idx = np.sort(np.array(val, dtype=np.int64))
     return np.setdiff1d(np.arange(len(labels)), val_idx), val_idx
 
@@ -220,6 +217,12 @@ class TSCDataModule(L.LightningDataModule):
             fit_idx, val_idx = np.arange(len(train_cases)), None
         else:
             fit_idx, val_idx = stratified_split(train.labels, self.val_fraction, self.split_seed)
+            if not len(val_idx):
+                raise DataError(
+                    f"{train_file}: its {len(train_cases)} training case(s) leave none for validation at "
+                    f"task.val_fraction={self.val_fraction} (each class keeps one case for training); add "
+                    "cases, raise task.val_fraction, or train on all of them with task.compat=reference"
+                )
         scaler = Standardizer.fit([train_cases[i] for i in fit_idx], train_file)
         test_scaler = Standardizer.fit(test_cases, test_file) if self.compat == "reference" else scaler
 

@@ -72,6 +72,28 @@ def parse_dates(dates: pd.Series, path: str | Path) -> pd.DatetimeIndex:
     return pd.DatetimeIndex(parsed)
 
 
+def require_time_order(dates: pd.DatetimeIndex, path: str | Path) -> None:
+    """Rows strictly in time order: a shuffled or repeated timestamp names its line.
+
+    Windows are consecutive rows, so rows out of order train on sequences that never happened
+    (a time-shuffled ETTh1 trains to twice the ordered MSE) and a split border is no border in time.
+    """
+    steps = np.diff(dates.asi8)
+    if (steps > 0).all():
+        return
+    row = int(np.flatnonzero(steps <= 0)[0]) + 1
+    here, before = dates[row], dates[row - 1]
+    problem = (
+        f"repeats the timestamp of {line_of(row - 1)}"
+        if here == before
+        else f"is earlier than {line_of(row - 1)}'s {before}"
+    )
+    raise DataError(
+        f"{path}: {line_of(row)}, column 'date': {here} {problem}; rows must be in time order, one row "
+        "per timestamp (sort the file by date, drop or merge repeated timestamps)"
+    )
+
+
 def split_borders(
     n_rows: int, seq_len: int, layout: str, file: str | Path = "the file"
 ) -> list[tuple[int, int]]:
@@ -220,10 +242,13 @@ class TSFDataModule(L.LightningDataModule):
         values = numeric_values(channels, path)
         if self.n_channels is not None and values.shape[1] != self.n_channels:
             raise DataError(
-                f"task.n_channels={self.n_channels} but {self.source} has {values.shape[1]} channels "
-                f"with features={self.features}"
+                f"task.n_channels={self.n_channels} but {self.path or self.source} has {values.shape[1]} "
+                f"channels with task.features={self.features}; set task.n_channels={values.shape[1]}"
             )
-        marks = time_features(parse_dates(frame["date"], path), self.freq)
+        dates = parse_dates(frame["date"], path)
+        if self.path:  # own data; the registry's files are checksummed and in order
+            require_time_order(dates, path)
+        marks = time_features(dates, self.freq)
         borders = split_borders(len(frame), self.seq_len, self.layout, path)
         require_windows(borders, self.seq_len, self.pred_len, len(frame), path)
         train_start, train_end = borders[0]
