@@ -140,9 +140,10 @@ def test_a_sweep_of_two_models_and_two_seeds_runs_as_slurm_jobs_and_reports_its_
     ]
     first = run_train(command, out, env=on(slurm), check=False)
     assert first.returncode == 1, first.stderr[-3000:]
-    listed = first.stderr.split("2 job(s) of this sweep failed (see failed.json in each):\n", 1)[1].split()
-    assert sorted(Path(folder).parent.parent.name for folder in listed) == ["aaren", "transformer"]
-    assert all(Path(folder, "failed.json").is_file() and "seed1-" in folder for folder in listed)
+    report = first.stderr.split("2 job(s) of this sweep failed:\n", 1)[1].split()[:2]
+    listed = [Path(line).parent for line in report]  # each line: the job's failed.json
+    assert sorted(folder.parent.parent.name for folder in listed) == ["aaren", "transformer"]
+    assert all((folder / "failed.json").is_file() and "seed1-" in folder.name for folder in listed)
     assert sorted((s["model"], s["seed"]) for s in read_summaries(out)) == [("aaren", 2), ("transformer", 2)]
     # accounting is off: one line says so, and submitit never polled sacct
     assert first.stderr.count("SLURM accounting is off") == 1
