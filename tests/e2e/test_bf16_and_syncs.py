@@ -4,10 +4,9 @@
   step), built in-process from the composed config as train.py builds them, recorded by
   ``tests/helpers/host_sync.py`` between ``on_train_batch_start`` and ``on_train_batch_end``. On a
   GPU every such op would stall the queue each step; none is allowed but Lightning's own logging.
-  The EF task skips a batch's padding by reading it on the host where that is free (the CPU,
-  ``tasks/ef/batching.HOST_DEVICES``); Aaren runs compiled CPU kernels where it can
-  (``ops/native.py``) and picks its chunked kernel by reading the scores on the CPU
-  (``ops/prefix_attention.reads_are_free``): the test runs all three as on a GPU.
+  The EF task skips a batch's padding by reading it on the host where that is free, and Aaren
+  picks its chunked kernel by reading the scores there (the CPU: ``ops/host_reads.py``); Aaren also
+  runs compiled CPU kernels where it can (``ops/native.py``): the test runs all of them as on a GPU.
 - bf16: one ``trainer.precision=bf16-mixed`` smoke run of train.py per family (fit, validation and
   the family's own test: RL's episodes in the environment, video's views, ...), Aaren and softmax
   backbones between them, TSF's with a window longer than one chunk of Aaren's operator (1024 tokens).
@@ -16,7 +15,6 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -31,9 +29,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.errors import ConfigError
-from recurrent_attention.ops import native
+from recurrent_attention.ops import host_reads, native
 from recurrent_attention.tasks.base import loader_options
-from recurrent_attention.tasks.ef import batching
 from recurrent_attention.train import loader_settings, set_matmul_precision
 from tests.conftest import read_summaries, run_train
 from tests.e2e.test_every_backbone import ef, lm, rl, tsc, tsf
@@ -41,7 +38,6 @@ from tests.helpers.host_sync import HostSyncs, record_host_syncs
 
 register_resolvers()
 # the module, which ``recurrent_attention.ops`` shadows with its function of the same name
-prefix_attention = importlib.import_module("recurrent_attention.ops.prefix_attention")
 
 VIDEO_TINY = [
     "task.n_frames=4",
@@ -125,10 +121,9 @@ def test_training_steps_have_no_host_sync(
     family: str, model: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = composed(family, model, tmp_path, monkeypatch)
-    monkeypatch.setattr(batching, "HOST_DEVICES", frozenset())  # EF scores as on a GPU
+    # EF's padding and Aaren's choice of kernel as off the CPU, where they read nothing back
+    monkeypatch.setattr(host_reads, "HOST_READ_DEVICES", frozenset())
     monkeypatch.setattr(native, "extension", lambda: None)  # Aaren's PyTorch forms, as on a GPU
-    # and its chunked path's choice of kernel as off the CPU, where it reads no score (h-op's switch)
-    monkeypatch.setattr(prefix_attention, "reads_are_free", lambda _device: False, raising=False)
     L.seed_everything(0)
     recorder = RecordSyncs()
     trainer = instantiate(

@@ -12,16 +12,13 @@ reads the scores, where a read is a memory access). 70 tokens cross Aaren's dens
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 
-from recurrent_attention.ops import native
+from recurrent_attention.ops import host_reads, native
 from tests.helpers.backbones import D_MODEL, build_backbone, sequence_backbones
 from tests.helpers.host_sync import record_host_syncs
 
-prefix_attention_module = importlib.import_module("recurrent_attention.ops.prefix_attention")
 N_TOKENS = 70
 
 
@@ -35,7 +32,7 @@ def test_a_training_step_after_an_optimizer_step_reads_nothing_back(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(native, "extension", lambda: None)  # a GPU has no C++ kernel
-    monkeypatch.setattr(prefix_attention_module, "reads_are_free", lambda _device: False)
+    monkeypatch.setattr(host_reads, "HOST_READ_DEVICES", frozenset())
     model = build_backbone(name).float().train()
     x = torch.randn(2, N_TOKENS, D_MODEL, generator=torch.Generator().manual_seed(0))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

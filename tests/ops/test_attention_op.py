@@ -6,19 +6,16 @@ of the same (bf16-rounded) scores and values, and its autograd gradients.
 
 from __future__ import annotations
 
-import importlib
 from functools import partial
 
 import pytest
 import torch
 
-from recurrent_attention.ops import PATHS, ScanState, attention_chunked
+from recurrent_attention.ops import PATHS, ScanState, attention_chunked, host_reads
 from recurrent_attention.ops.attention_op import chunked_prefix_attention, chunked_prefix_attention_backward
 from tests.helpers.host_sync import record_host_syncs
 from tests.ops.kernels import use_cumulative_kernel
 from tests.ops.test_prefix_attention import naive_prefix_attention
-
-prefix_attention_module = importlib.import_module("recurrent_attention.ops.prefix_attention")
 
 BF16 = torch.bfloat16
 
@@ -72,7 +69,7 @@ def test_bf16_autocast_values_and_gradients_match_the_naive_softmax(path: str, n
 def accelerator_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """The chunked path as it runs off the CPU (no choice by reading the scores, no C++ kernel),
     here on the CPU."""
-    monkeypatch.setattr(prefix_attention_module, "reads_are_free", lambda _device: False)
+    monkeypatch.setattr(host_reads, "HOST_READ_DEVICES", frozenset())
     use_cumulative_kernel(False, monkeypatch)
 
 

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from recurrent_attention.ops import native
+from recurrent_attention.ops.host_reads import reads_are_free
 from recurrent_attention.ops.scan import (
     ScanState,
     attention_recurrent,
@@ -257,7 +258,7 @@ def attention_chunked(
     where that builds); the rows it calls late (a score far above the chunk's first, or NaN) come
     from :class:`_ChunkLocalAttention` instead, which is exact for any scores and runs on the
     sequences with a late row only. Both choices read the scores, which on the CPU is a memory
-    access; on any other device it would be a host-device sync (:func:`reads_are_free`), so there
+    access; on any other device it would be a host-device sync (:func:`~.host_reads.reads_are_free`), so there
     every row takes :class:`_ChunkLocalAttention`: the same exact outputs, no read. ``chunk_size``
     None picks each kernel's own (:func:`cumulative_chunk_size`, :func:`prefix_max_chunk_size`).
     A sequence of one chunk needs no summary and no scan: the kernel's last row is the final state.
@@ -279,13 +280,6 @@ def attention_chunked(
             size = prefix_max_chunk_size(n) if chunk_size is None else chunk_size
             out, final = _replace_late_rows(scores, values, state, size, out, final, late)
         return out.to(out_dtype), final
-
-
-def reads_are_free(device: torch.device) -> bool:
-    """Whether the chunked path may choose a kernel by reading the scores on ``device``: on the CPU
-    a read is a memory access; on an accelerator it makes the host wait for the device (a sync, once
-    per layer and step), so there the choice must not depend on the data."""
-    return device.type == "cpu"
 
 
 def _replace_late_rows(

@@ -10,7 +10,7 @@ import torch
 from scipy import stats
 
 from recurrent_attention.models import Transformer
-from recurrent_attention.tasks.ef import batching
+from recurrent_attention.ops import host_reads
 from recurrent_attention.tasks.ef.data import collate
 from recurrent_attention.tasks.ef.formats import EventSequence
 from recurrent_attention.tasks.ef.head import EventModel
@@ -95,7 +95,7 @@ def test_mark_terms_equal_the_head_over_every_position(
     """On a CPU the mark head runs only where an event is predicted; elsewhere (the form a GPU
     runs, with no host read) on every position, masked. Both forms' log-likelihood, predicted marks
     and gradients equal the naive form that scores every (padded) position and masks after."""
-    monkeypatch.setattr(batching, "HOST_DEVICES", frozenset(host_devices))
+    monkeypatch.setattr(host_reads, "HOST_READ_DEVICES", frozenset(host_devices))
     model = small_model(n_marks=5)
     generator = torch.Generator().manual_seed(3)
     sequences = [

@@ -18,17 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-HOST_DEVICES = frozenset({"cpu"})
-"""Devices on which the EF task reads a batch's lengths and mask on the host to skip its padding
-(here, in pieces; in :mod:`.likelihood`, the mark head's rows): free where the data already is. On
-any other device a read waits for the device's queue, every training step, so the batch is scored
-whole there and the padding computed and masked out (the same sums)."""
-
-
-def skips_padding(device: torch.device) -> bool:
-    """Whether a batch on ``device`` is scored without its padding (:data:`HOST_DEVICES`)."""
-    return device.type in HOST_DEVICES
-
+from recurrent_attention.ops.host_reads import reads_are_free
 
 PIECE_OVERHEAD_EVENTS = 256
 """The fixed cost of one more piece, in padded events (its kernels' dispatch). On Wiki, 64, 256 and
@@ -58,10 +48,11 @@ def split_by_length(
     batch: dict[str, Tensor], overhead: float = PIECE_OVERHEAD_EVENTS
 ) -> list[dict[str, Tensor]]:
     """The batch as pieces of :func:`length_groups`, each trimmed to its longest sequence; a batch
-    off the CPU stays whole (:func:`skips_padding`: reading its lengths would stall the device, and
+    off the CPU stays whole (:func:`~recurrent_attention.ops.host_reads.reads_are_free`: reading its
+    lengths would stall the device, and
     one large kernel suits an accelerator better than several small ones)."""
     lengths = batch["lengths"]
-    if not skips_padding(lengths.device):
+    if not reads_are_free(lengths.device):
         return [batch]
     as_list = lengths.tolist()
     groups = length_groups(as_list, overhead)

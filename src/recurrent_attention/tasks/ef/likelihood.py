@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from recurrent_attention.ops.categorical import class_log_likelihood
-from recurrent_attention.tasks.ef.batching import skips_padding
+from recurrent_attention.ops.host_reads import reads_are_free
 from recurrent_attention.tasks.ef.head import EventModel
 from recurrent_attention.tasks.ef.mixture import LogNormalMixture
 
@@ -96,12 +96,12 @@ def _predicted_marks(
     On a CPU the head runs only where ``target`` holds a real event: a batch is padded to its
     longest sequence, and with Wiki's 8227 marks the logits of the padded positions cost most of an
     epoch. Selecting those rows reads the mask on the host, which elsewhere would stall the device
-    every step (:func:`~.batching.skips_padding`): there the head runs on every row and the padding
-    is masked out. Its softmax goes through
+    every step (:func:`~recurrent_attention.ops.host_reads.reads_are_free`): there the head runs on
+    every row and the padding is masked out. Its softmax goes through
     :func:`~recurrent_attention.ops.categorical.class_log_likelihood`, which keeps those logits in
     cache on a CPU.
     """
-    if skips_padding(hidden.device):
+    if reads_are_free(hidden.device):
         scored, best = class_log_likelihood(
             hidden[target], mark_head.weight, mark_head.bias, next_marks[target]
         )
