@@ -4,10 +4,10 @@
 PyTorch. What makes a step fast, or portable, wraps a trained backbone from here and keeps its
 caches here, never in the model:
 
-- :mod:`~.lean`: :class:`LeanStepper`, a residual stack's eval step on weights laid out once
-  (:class:`LeanMixerStepper`: one mixer's, for a model that steps a mixer alone)
-  (:mod:`~.mixers` lays out each attention's: softmax, Aaren, linear; :mod:`~.kv_cache` grows a
-  Transformer's cache in place);
+- :mod:`~.lean`: :class:`LeanStepper`, a residual stack's eval step on weights laid out once, and
+  :class:`LeanMixerStepper`, one mixer's, for a model that steps a mixer alone (:mod:`~.mixers`
+  lays out each attention's: softmax, Aaren, linear; :mod:`~.kv_cache` grows a Transformer's cache
+  in place);
 - :mod:`~.compiled`: :class:`CompiledAarenStepper`, Aaren's lean step as one C++ call;
 - :mod:`~.onnx_aaren` and :mod:`~.onnx_kv`: Aaren's and the Transformer's steps as ONNX graphs
   with onnxruntime streams (:mod:`~.onnx_io` writes and opens the files).

@@ -69,6 +69,12 @@ def attention_weights(mixer: CausalSelfAttention) -> LaidOut:
     return (*qkv, *addmm_weights(p.out_proj.weight, p.out_proj.bias), (p.n_heads, p.d_head))
 
 
+def heads_qkv(qkv_bias: Tensor, x: Tensor, qkv_weight: Tensor, head_shape: tuple[int, int]) -> list[Tensor]:
+    """A token's queries, keys and values, each ``(B, heads, d_head)``, from one ``addmm`` with the
+    fused q/k/v projection laid out by :func:`attention_weights`."""
+    return torch.addmm(qkv_bias, x, qkv_weight).view(x.shape[0], 3, *head_shape).unbind(1)
+
+
 def attention_mix(
     qkv_weight: Tensor,
     qkv_bias: Tensor,
@@ -81,11 +87,10 @@ def attention_mix(
     """:meth:`CausalSelfAttention.step` on :func:`attention_weights`: the token written into the
     cache in place (:func:`~recurrent_attention.deploy.kv_cache.append`), and one query attending to
     every cached key (no mask needed)."""
-    batch = x.shape[0]
-    q, k, v = torch.addmm(qkv_bias, x, qkv_weight).view(batch, 3, *head_shape).unbind(1)
+    q, k, v = heads_qkv(qkv_bias, x, qkv_weight, head_shape)
     cache = append(cache, k, v)
     out = F.scaled_dot_product_attention(q.unsqueeze(-2), *cache.tokens())
-    return torch.addmm(out_bias, out.view(batch, -1), out_weight), cache
+    return torch.addmm(out_bias, out.view(x.shape[0], -1), out_weight), cache
 
 
 def linear_mix(
@@ -102,7 +107,7 @@ def linear_mix(
     batched product each. The state is new tensors, never written in place, so one state can be
     stepped twice (a branch), as the model's step allows."""
     batch, (heads, d_head) = x.shape[0], head_shape
-    q, k, v = torch.addmm(qkv_bias, x, qkv_weight).view(batch, 3, heads, d_head).unbind(1)
+    q, k, v = heads_qkv(qkv_bias, x, qkv_weight, head_shape)
     rows = batch * heads
     q, k = feature_map(q).view(rows, 1, d_head), feature_map(k).view(rows, d_head, 1)
     s = torch.baddbmm(state.s.reshape(rows, d_head, d_head), k, v.reshape(rows, 1, d_head))

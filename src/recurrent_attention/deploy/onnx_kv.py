@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from recurrent_attention.deploy.lean import final_norm_arguments, lean_block, lean_block_step
-from recurrent_attention.deploy.mixers import attention_weights
+from recurrent_attention.deploy.mixers import attention_weights, heads_qkv
 from recurrent_attention.deploy.onnx_io import onnx_session, write_onnx
 from recurrent_attention.models.blocks import LayerStack
 from recurrent_attention.models.transformer import KVCache, Transformer
@@ -47,7 +47,7 @@ def _attend_to_slots(
     """
     k_cache, v_cache, visible = state
     batch = x.shape[0]
-    q, k, v = torch.addmm(qkv_bias, x, qkv_weight).view(batch, 3, *head_shape).unbind(1)
+    q, k, v = heads_qkv(qkv_bias, x, qkv_weight, head_shape)
     scale = head_shape[1] ** -0.5
     cached = (k_cache @ q.unsqueeze(-1)).squeeze(-1).masked_fill(~visible, float("-inf"))
     own = (k * q).sum(-1, keepdim=True)
