@@ -184,6 +184,11 @@ def compile_backbone(backbone: Any, cfg: DictConfig) -> None:
         backbone.compile(backend=cfg.model.get("compile_backend", "inductor"))
 
 
+def is_compiled(backbone: Any) -> bool:
+    """Whether the backbone runs through ``torch.compile`` (``nn.Module.compile`` sets this)."""
+    return getattr(backbone, "_compiled_call_impl", None) is not None
+
+
 def tested_checkpoint(cfg: DictConfig, trainer: L.Trainer) -> str | None:
     """The checkpoint the test reads: the best by ``task.checkpoint`` (else ``task.monitor``) unless
     ``task.test_checkpoint=last`` (PI-ViT tests its last epoch's weights)."""
@@ -236,7 +241,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         default_root_dir=str(run_dir),
         plugins=[AtomicCheckpointIO()],  # a full disk leaves the last good checkpoints, never half of one
     )
-    compiled = "yes" if cfg.model.get("compile", False) else "no"
+    compiled = "yes" if is_compiled(backbone) else "no"
     log.info(
         f"device {trainer.strategy.root_device} ({device_description()}), precision {trainer.precision}, "
         f"float32 matmul {torch.get_float32_matmul_precision()}, backbone compiled: {compiled}"
@@ -270,8 +275,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
         "wall_time_s": clock.earlier_s + segment_s,
         "wall_time_segment_s": segment_s,
         "device": device_description(),
-        # model.compile: whether the backbone ran through torch.compile (nn.Module.compile sets this)
-        "compiled": getattr(backbone, "_compiled_call_impl", None) is not None,
+        "compiled": is_compiled(backbone),  # model.compile: whether the backbone ran compiled
         "native_kernels": native.in_use(),  # Aaren's C++ CPU kernels (ops/native.py) or its PyTorch forms
         "overrides": list(HydraConfig.get().overrides.task),
         "world_size": trainer.world_size,
