@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from recurrent_attention.deploy.lean import LeanStepper
+from recurrent_attention.deploy.lean import LeanStepper, outside_autocast
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.ops import ScanState, native
 
@@ -58,6 +58,7 @@ class CompiledAarenStepper(LeanStepper):
         super().clear()
         self._compiled = None
 
+    @outside_autocast
     def step(
         self, x_t: Tensor, state: list[ScanState], reinject: Tensor | None = None
     ) -> tuple[Tensor, list[ScanState]]:

@@ -15,6 +15,7 @@ model, which also catches ``assign=True``, where the parameters themselves are r
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 from typing import NamedTuple
@@ -81,6 +82,29 @@ def lean_block_step(w: LeanBlock, x: Tensor, state: State) -> tuple[Tensor, Stat
     return F.layer_norm(torch.addmm(w.ff_out_bias, hidden, w.ff_out_weight).add_(x), *w.norm_ff), state
 
 
+def outside_autocast(step: Callable[..., tuple[Tensor, State]]) -> Callable[..., tuple[Tensor, State]]:
+    """A deployed step runs at its weights' dtype. Under autocast (a ``bf16-mixed`` run's evaluation
+    streams through it) its layout would be built in bf16 beside a float32 state, which the compiled
+    step refuses and the lean step would mix; so autocast is switched off for the step and the token
+    (and any reinjected encoding) cast to the weights' dtype. Outside autocast: the step as it is."""
+
+    @functools.wraps(step)
+    def wrapped(self: LeanStepper | LeanMixerStepper, x_t: Tensor, state: State, *args, **kwargs):
+        device = x_t.device.type
+        if not torch.is_autocast_enabled(device):
+            return step(self, x_t, state, *args, **kwargs)
+        dtype = next(self.module.parameters()).dtype
+
+        def cast(extra: Tensor | None) -> Tensor | None:
+            return extra if extra is None else extra.to(dtype)
+
+        args, kwargs = [cast(a) for a in args], {name: cast(k) for name, k in kwargs.items()}
+        with torch.autocast(device, enabled=False):
+            return step(self, x_t.to(dtype), state, *args, **kwargs)
+
+    return wrapped
+
+
 def has_lean_step(model: nn.Module) -> bool:
     """Whether :class:`LeanStepper` can wrap ``model``: a layer stack whose every mixer has a lean step."""
     return isinstance(model, LayerStack) and all(has_lean_mixer(block.mixer) for block in model.blocks)
@@ -123,7 +147,7 @@ class LeanStepper:
     def __init__(self, model: LayerStack) -> None:
         if not has_lean_step(model):
             raise TypeError(f"{type(model).__name__} has a mixer without a lean step")
-        self.model = model
+        self.model = self.module = model
         self._layout: Layout | None = None
         handle = model.register_load_state_dict_post_hook(_clearing_hook(self))
         weakref.finalize(self, handle.remove)
@@ -147,6 +171,7 @@ class LeanStepper:
             layout = self._layout = Layout(parameters, _stamps(parameters), blocks, final_norm)
         return layout
 
+    @outside_autocast
     def step(self, x_t: Tensor, state: State, reinject: Tensor | None = None) -> tuple[Tensor, State]:
         if self.model.training or torch.is_grad_enabled() or x_t.dim() != 2:
             return self.model.step(x_t, state, reinject)
@@ -169,7 +194,7 @@ class LeanMixerStepper:
     def __init__(self, mixer: nn.Module) -> None:
         if not has_lean_mixer(mixer):
             raise TypeError(f"{type(mixer).__name__} has no lean step")
-        self.mixer = mixer
+        self.mixer = self.module = mixer
         self._mix: Mixer | None = None
         self._parameters: tuple[nn.Parameter, ...] = ()
         self._stamps: list[tuple[int, int]] = []
@@ -180,6 +205,7 @@ class LeanMixerStepper:
         """Drop the layout: the next step builds it again from the mixer's parameters."""
         self._mix = None
 
+    @outside_autocast
     def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
         if self.mixer.training or torch.is_grad_enabled() or x_t.dim() != 2:
             return self.mixer.step(x_t, state)

@@ -82,12 +82,8 @@ class DecisionTransformer(nn.Module):
         if stepper is None:
             hidden, state = self.backbone(tokens, state)
             return hidden[:, -1], state
-        # The deployed step runs at the weights' dtype: under autocast (trainer.precision=bf16-mixed)
-        # its weights would be laid out in bf16 beside a float32 state, which it refuses.
-        tokens = tokens.to(next(self.backbone.parameters()).dtype)
-        with torch.autocast(tokens.device.type, enabled=False):
-            if state is None:
-                state = stepper.init_state(tokens.shape[0], tokens.device, tokens.dtype)
-            for i in range(tokens.shape[1]):
-                out, state = stepper.step(tokens[:, i], state)
+        if state is None:  # at the weights' dtype, as the deployed step runs (under autocast too)
+            state = stepper.init_state(tokens.shape[0], tokens.device, next(self.backbone.parameters()).dtype)
+        for i in range(tokens.shape[1]):
+            out, state = stepper.step(tokens[:, i], state)
         return out, state
