@@ -35,20 +35,13 @@ from recurrent_attention.train import loader_settings, set_matmul_precision
 from tests.conftest import read_summaries, run_train
 from tests.e2e.test_every_backbone import ef, lm, rl, tsc, tsf
 from tests.helpers.host_sync import HostSyncs, record_host_syncs
+from tests.tasks.video.test_smoke import TINY
 
 register_resolvers()
 # the module, which ``recurrent_attention.ops`` shadows with its function of the same name
 
-VIDEO_TINY = [
-    "task.n_frames=4",
-    "task.stride=2",
-    "task.crop_size=16",
-    "task.short_side_min=16",
-    "task.short_side_max=20",
-    "task.test_views=2",
-    "model.patch_size=8",
-    "task.batch_size=2",  # two training steps from the few clips
-]
+# the video smoke runs' tiny clips (preset=smoke comes with composed()), two training steps from few clips
+VIDEO_TINY = [*(o for o in TINY if o != "preset=smoke"), "task.batch_size=2"]
 
 
 def video(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
