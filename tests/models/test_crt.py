@@ -171,7 +171,13 @@ def test_memory_on_the_baselines_relative_attention_steps_as_it_runs():
     Transformer-XL's relative attention (no memory of its own) still links segments, and ``step``
     equals ``forward``; relative positions replace the positional RNN, never join it."""
     torch.manual_seed(0)
-    options = {"seg_len": 3, "dropout": 0.0, "recurrent_positions": False, "relative_positions": True}
+    options = {
+        "seg_len": 3,
+        "dropout": 0.0,
+        "recurrent_positions": False,
+        "relative_positions": True,
+        "txl_blocks": True,
+    }
     model = CompactRecurrentTransformer(16, 2, 2, 32, **options).eval()
     x = torch.randn(2, 7, 16)
     with torch.no_grad():
@@ -184,4 +190,8 @@ def test_memory_on_the_baselines_relative_attention_steps_as_it_runs():
     assert not torch.allclose(y[:, 3:6], alone, atol=1e-4)  # segment 1 reaches segment 2
     torch.testing.assert_close(torch.stack(stepped, dim=1), y, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match=r"model\.recurrent_positions=false"):
-        CompactRecurrentTransformer(16, 2, 2, 32, seg_len=3, relative_positions=True)
+        CompactRecurrentTransformer(16, 2, 2, 32, seg_len=3, relative_positions=True, txl_blocks=True)
+    with pytest.raises(ValueError, match=r"model\.txl_blocks=true"):
+        CompactRecurrentTransformer(
+            16, 2, 2, 32, seg_len=3, recurrent_positions=False, relative_positions=True
+        )

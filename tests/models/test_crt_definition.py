@@ -78,8 +78,16 @@ CONFIGS = {
     "pre-norm": {"norm_first": True},
     "no memory token": {"memory_token": False},
     "no positional rnn": {"recurrent_positions": False},
-    "relative positions": {"recurrent_positions": False, "relative_positions": True},
-    "memory + relative positions": {"rnn": "gru", "recurrent_positions": False, "relative_positions": True},
+    "relative positions": {"recurrent_positions": False, "relative_positions": True, "txl_blocks": True},
+    "memory + relative positions": {
+        "rnn": "gru",
+        "recurrent_positions": False,
+        "relative_positions": True,
+        "txl_blocks": True,
+    },
+    # the paper's reading (LM compat=reference): Transformer-XL's blocks, no biases, no final norm
+    "txl blocks": {"txl_blocks": True, "qkv_bias": False, "final_norm": False, "rnn": "gru_eq4"},
+    "txl blocks, no memory token": {"txl_blocks": True, "qkv_bias": False, "memory_token": False},
     "ncgru cayley inverse": {"ncgru_inverse": "exact"},
 }
 

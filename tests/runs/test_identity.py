@@ -133,6 +133,9 @@ OLD_FILE_VALUES = ("model.final_norm=true", "model.qkv_bias=true")
 # The LM task read both with defaults (``oc.select``) before every model declared them (issue 49).
 OLD_LM_DEFAULTS = ("task.module.carry_state=false", "task.module.absolute_positions=true")
 OLD_AAREN = ("~model.carry_state", "~model.absolute_positions")
+# Issue 66: CRT's choice of blocks, Transformer-XL's shared positional dropout.
+OLD_CRT_BLOCKS = ("~model.backbone.txl_blocks", "~model.txl_blocks")
+OLD_TRANSFORMER_XL = ("~model.backbone.shared_position_dropout", "~model.shared_position_dropout")
 
 
 @pytest.mark.parametrize(
@@ -143,10 +146,19 @@ OLD_AAREN = ("~model.carry_state", "~model.absolute_positions")
         (["task=ef/mimic", "model=transformer"], OLD_TRANSFORMER),
         (
             ["task=lm/ptb", "model=transformer"],
-            [*OLD_FILE_VALUES, *OLD_LM_DEFAULTS, *OLD_TRANSFORMER, "~task.paper_models"],
+            [
+                *OLD_FILE_VALUES,
+                *OLD_LM_DEFAULTS,
+                *OLD_TRANSFORMER,
+                "~task.module.txl_init",
+                "~task.paper_models",
+            ],
         ),
         (["task=tsf/etth1", "model=aaren"], OLD_AAREN),
-        (["task=lm/ptb", "model=aaren"], [*OLD_LM_DEFAULTS, *OLD_AAREN, "~task.paper_models"]),
+        (
+            ["task=lm/ptb", "model=aaren"],
+            [*OLD_LM_DEFAULTS, *OLD_AAREN, "~task.module.txl_init", "~task.paper_models"],
+        ),
         (
             ["task=lm/ptb", "model=crt_gru"],
             [
@@ -157,6 +169,8 @@ OLD_AAREN = ("~model.carry_state", "~model.absolute_positions")
                 "model.absolute_positions=false",
                 "~model.backbone.relative_positions",
                 "~model.relative_positions",
+                *OLD_CRT_BLOCKS,
+                "~task.module.txl_init",
                 "~task.paper_models",
             ],
         ),
@@ -166,13 +180,20 @@ OLD_AAREN = ("~model.carry_state", "~model.absolute_positions")
                 "model.absolute_positions=false",
                 "~model.backbone.relative_positions",
                 "~model.relative_positions",
+                *OLD_CRT_BLOCKS,
             ],
+        ),
+        (["task=tsf/etth1", "model=transformer_xl"], OLD_TRANSFORMER_XL),
+        (
+            ["task=lm/ptb", "model=transformer_xl"],
+            [*OLD_TRANSFORMER_XL, "~task.module.txl_init", "~task.paper_models"],
         ),
     ],
 )
 def test_added_options_keep_the_ids_runs_had_before_them(task: list[str], before: list[str]) -> None:
     """The Transformer's relative positions and LM's paper_models (issue 51), the LM keys every model
-    now declares (carry_state, absolute_positions; issue 49) are new keys: at the
+    now declares (carry_state, absolute_positions; issue 49), CRT's txl_blocks, Transformer-XL's
+    shared_position_dropout and the LM's txl_init (issue 66) are new keys: at the
     value that reproduces earlier runs, a config has the ids it had without them (the config as it
     was, rebuilt by deleting them); the other value is another run."""
     assert ids(*task, "preset=smoke") == ids(*task, "preset=smoke", *before)

@@ -73,8 +73,10 @@ class ResidualBlock(nn.Module):
         x = self.norm_mix(x + dropout(mixed))
         return self.norm_ff(x + dropout(self.ff(x))), state
 
-    def forward(self, x: Tensor, state: State | None = None) -> tuple[Tensor, State]:
-        return self._residual(x, lambda h: self.mixer(h, state))
+    def forward(self, x: Tensor, state: State | None = None, **mixer_inputs: Tensor) -> tuple[Tensor, State]:
+        """``mixer_inputs`` go to the mixer beside ``(x, state)`` (Transformer-XL's position encodings,
+        drawn once for the whole stack)."""
+        return self._residual(x, lambda h: self.mixer(h, state, **mixer_inputs))
 
     def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]:
         return self._residual(x_t, lambda h: self.mixer.step(h, state))
@@ -108,14 +110,15 @@ class LayerStack(Backbone):
         self.norm = nn.LayerNorm(d_model, norm_eps) if final_norm else nn.Identity()
 
     def forward(
-        self, x: Tensor, state: State | None = None, reinject: Tensor | None = None
+        self, x: Tensor, state: State | None = None, reinject: Tensor | None = None, **mixer_inputs: Tensor
     ) -> tuple[Tensor, State]:
+        """``mixer_inputs``: tensors every block's mixer receives beside its input and state."""
         states = state if state is not None else [None] * len(self.blocks)
         new_states = []
         for i, (block, layer_state) in enumerate(zip(self.blocks, states, strict=True)):
             if i and reinject is not None:
                 x = x + reinject
-            x, layer_state = block(x, layer_state)
+            x, layer_state = block(x, layer_state, **mixer_inputs)
             new_states.append(layer_state)
         return self.norm(x), new_states
 

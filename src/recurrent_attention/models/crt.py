@@ -19,15 +19,20 @@ opens a second, content-dependent path from earlier segments and a second carrie
 
 The blocks take the Transformer's options (``final_norm``, ``qkv_bias``, ``norm_eps``; defaults as
 the Transformer's), so a protocol that fixes them (THP's encoder for event forecasting) holds for
-CRT as for the baseline.
+CRT as for the baseline. ``txl_blocks=True`` builds Transformer-XL's blocks instead (its code, which
+the CRT paper's baseline is: no output bias in attention, one dropout mask on the relative
+encodings for all layers), without position terms while the positional RNN is on: the score is
+then the paper's ``E^T W_q^T W_k E`` (with ``qkv_bias=False``). Under the LM task's
+``compat=reference`` every row of Table 8 builds these blocks, so the rows differ only in the
+part each removes.
 
 Both parts can be switched off (CRT Table 8's ablation): ``memory_token=False`` drops the memory
 token and its RNN, so every segment is processed alone; ``recurrent_positions=False`` drops the
 positional RNN and the caller adds the Transformer's sinusoidal positions instead (the LM config
 derives ``absolute_positions`` from this switch). With both off the model is the plain
 Transformer applied segment by segment, with the same parameters and the same initial weights.
-``relative_positions=True`` (only without the positional RNN) puts Transformer-XL's relative
-attention, with no memory, in the blocks instead: the paper's baseline Transformer has relative
+``relative_positions=True`` (only without the positional RNN, with ``txl_blocks``) gives those
+blocks Transformer-XL's relative attention, with no memory: the paper's baseline Transformer has relative
 positions (its section 3) and Table 8 starts from it, so under the LM task's ``compat=reference``
 the rows without the RNN positional encoding keep the baseline's positions, and with both parts off
 the model is that baseline (``model=transformer``), weight for weight.
@@ -83,6 +88,7 @@ class CompactRecurrentTransformer(Backbone):
         recurrent_positions: bool = True,
         reset_positions: bool = True,
         relative_positions: bool = False,
+        txl_blocks: bool = False,
         final_norm: bool = True,
         qkv_bias: bool = True,
         norm_eps: float = 1e-5,
@@ -93,21 +99,26 @@ class CompactRecurrentTransformer(Backbone):
                 "model.relative_positions=true replaces the positional RNN: "
                 "set model.recurrent_positions=false"
             )
+        if relative_positions and not txl_blocks:
+            raise ValueError(
+                "model.relative_positions=true is Transformer-XL's attention: set model.txl_blocks=true"
+            )
         self.d_model, self.seg_len, self.bptt = d_model, seg_len, bptt
         self.reset_positions = reset_positions
         # Built first so that, with both parts off, the initial weights are the plain Transformer's.
-        self.transformer = (TransformerXL if relative_positions else Transformer)(
-            d_model,
-            n_heads,
-            n_layers,
-            d_ff,
-            dropout=dropout,
-            attn_dropout=dropout if attn_dropout is None else attn_dropout,
-            activation=activation,
-            norm_first=norm_first,
-            final_norm=final_norm,
-            qkv_bias=qkv_bias,
-            norm_eps=norm_eps,
+        blocks = {
+            "dropout": dropout,
+            "attn_dropout": dropout if attn_dropout is None else attn_dropout,
+            "activation": activation,
+            "norm_first": norm_first,
+            "final_norm": final_norm,
+            "qkv_bias": qkv_bias,
+            "norm_eps": norm_eps,
+        }
+        if txl_blocks:
+            blocks["relative_positions"] = relative_positions
+        self.transformer = (TransformerXL if txl_blocks else Transformer)(
+            d_model, n_heads, n_layers, d_ff, **blocks
         )
         self.memory_rnn = self._rnn(rnn, ncgru_inverse) if memory_token else None
         self.position_rnn = self._rnn(position_rnn, ncgru_inverse) if recurrent_positions else None

@@ -14,6 +14,13 @@ on a one-token segment, so it equals ``forward`` as long as every earlier token 
 memory (at most ``mem_len`` tokens); beyond that the window slides, as in the original evaluation.
 With ``mem_len=0`` (the default) every segment is seen alone: Transformer-XL's code with no memory,
 which is the CRT paper's baseline Transformer (``model=transformer model.relative_positions=true``).
+
+``relative_positions=False`` drops the position terms (``r_net``, ``u``, ``v``): the scores are
+``q·k`` alone, Transformer-XL's block for a caller that encodes positions itself (CRT's positional
+RNN, whose paper writes the score ``E^T W_q^T W_k E``). ``shared_position_dropout`` (the default)
+draws the dropout mask of the relative encodings once per forward for every layer, as Transformer-XL's
+code does (``pos_emb = self.drop(pos_emb)`` before its layers); ``False`` draws one per layer, this
+project's earlier form, kept for the runs made with it.
 """
 
 from __future__ import annotations
@@ -47,7 +54,11 @@ def rel_shift(scores: Tensor) -> Tensor:
 
 
 class RelativeAttention(nn.Module):
-    """Multi-head attention over ``[memory; segment]`` with relative positions; state = memory."""
+    """Multi-head attention over ``[memory; segment]`` with relative positions; state = memory.
+
+    Without the biases ``r_w_bias``, ``r_r_bias`` (both None) it has no position terms and no
+    ``r_net``: content scores ``q·k`` alone.
+    """
 
     def __init__(
         self,
@@ -55,17 +66,21 @@ class RelativeAttention(nn.Module):
         n_heads: int,
         d_head: int,
         mem_len: int,
-        r_w_bias: nn.Parameter,
-        r_r_bias: nn.Parameter,
+        r_w_bias: nn.Parameter | None,
+        r_r_bias: nn.Parameter | None,
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
         clamp_len: int | None = None,
         qkv_bias: bool = False,
     ) -> None:
         super().__init__()
+        if (r_w_bias is None) is not (r_r_bias is None):
+            raise ValueError("RelativeAttention takes both position biases (r_w_bias, r_r_bias) or neither")
         self.n_heads, self.d_head, self.mem_len, self.clamp_len = n_heads, d_head, mem_len, clamp_len
         self.qkv = nn.Linear(d_model, 3 * n_heads * d_head, bias=qkv_bias)
-        self.r_net = nn.Linear(d_model, n_heads * d_head, bias=False)
+        self.relative = r_w_bias is not None
+        if self.relative:
+            self.r_net = nn.Linear(d_model, n_heads * d_head, bias=False)
         self.out = nn.Linear(n_heads * d_head, d_model, bias=False)
         self.r_w_bias, self.r_r_bias = r_w_bias, r_r_bias
         self.pos_dropout = nn.Dropout(dropout)
@@ -74,18 +89,28 @@ class RelativeAttention(nn.Module):
     def _heads(self, x: Tensor) -> Tensor:
         return x.unflatten(-1, (self.n_heads, self.d_head)).transpose(-3, -2)
 
-    def forward(self, x: Tensor, memory: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, x: Tensor, memory: Tensor | None = None, positions: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``positions``: the relative encodings of distances ``K' - 1 .. 0`` (``K' >`` this layer's
+        keys), dropout applied, shared by the stack; None draws this layer's own."""
         n_query = x.shape[1]
         keys_in = x if memory is None else torch.cat([memory, x], dim=1)
         n_keys = keys_in.shape[1]
         n_mem = n_keys - n_query
         q, k, v = (self._heads(t) for t in self.qkv(keys_in).chunk(3, dim=-1))
         q = q[..., n_mem:, :]
-        pos = self.pos_dropout(relative_sinusoids(n_keys, x.shape[-1], self.clamp_len, x.device).to(x.dtype))
-        r = self.r_net(pos).unflatten(-1, (self.n_heads, self.d_head)).transpose(0, 1)  # (H, K, d_head)
-        content = (q + self.r_w_bias[:, None]) @ k.transpose(-1, -2)
-        position = rel_shift((q + self.r_r_bias[:, None]) @ r.transpose(-1, -2))
-        scores = (content + position) * self.d_head**-0.5
+        if self.relative:
+            if positions is None:
+                sinusoids = relative_sinusoids(n_keys, x.shape[-1], self.clamp_len, x.device)
+                positions = self.pos_dropout(sinusoids.to(x.dtype))
+            # the last n_keys rows are the distances n_keys - 1 .. 0
+            r = self.r_net(positions[-n_keys:]).unflatten(-1, (self.n_heads, self.d_head)).transpose(0, 1)
+            content = (q + self.r_w_bias[:, None]) @ k.transpose(-1, -2)
+            position = rel_shift((q + self.r_r_bias[:, None]) @ r.transpose(-1, -2))  # r: (H, K, d_head)
+            scores = (content + position) * self.d_head**-0.5
+        else:
+            scores = (q @ k.transpose(-1, -2)) * self.d_head**-0.5
         # Query i (absolute position n_mem + i) sees keys 0 .. n_mem + i.
         hidden = torch.ones(n_query, n_keys, dtype=torch.bool, device=x.device).triu(1 + n_mem)
         scores = scores.masked_fill(hidden, float("-inf"))
@@ -109,6 +134,8 @@ class TransformerXL(LayerStack):
 
     ``final_norm=None`` (the default) puts a LayerNorm after the last block only when the blocks are
     pre-norm: post-norm blocks already end in one, and the original has no other.
+    ``relative_positions=False``: no position terms (the module docstring);
+    ``shared_position_dropout``: one dropout mask on the relative encodings for all layers.
     """
 
     def __init__(
@@ -127,10 +154,12 @@ class TransformerXL(LayerStack):
         final_norm: bool | None = None,
         qkv_bias: bool = False,
         norm_eps: float = 1e-5,
+        relative_positions: bool = True,
+        shared_position_dropout: bool = True,
     ) -> None:
         d_head = d_head or d_model // n_heads
-        r_w_bias = nn.Parameter(torch.randn(n_heads, d_head) * 0.02)
-        r_r_bias = nn.Parameter(torch.randn(n_heads, d_head) * 0.02)
+        r_w_bias = nn.Parameter(torch.randn(n_heads, d_head) * 0.02) if relative_positions else None
+        r_r_bias = nn.Parameter(torch.randn(n_heads, d_head) * 0.02) if relative_positions else None
         mixers = [
             RelativeAttention(
                 d_model,
@@ -149,4 +178,24 @@ class TransformerXL(LayerStack):
         # Post-norm blocks already end in a LayerNorm; pre-norm needs one after the last block.
         final_norm = norm_first if final_norm is None else final_norm
         super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)
-        self.mem_len = mem_len
+        self.mem_len, self.clamp_len = mem_len, clamp_len
+        self.shared_position_dropout = shared_position_dropout and relative_positions
+        self.position_dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, x: Tensor, state: list[Tensor] | None = None, reinject: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        if not self.shared_position_dropout:
+            return super().forward(x, state, reinject)
+        # Transformer-XL's _forward: pos_emb = self.drop(pos_emb), once, then every layer reads it.
+        n_keys = x.shape[1] + max((memory.shape[1] for memory in state or ()), default=0)
+        sinusoids = relative_sinusoids(n_keys, self.d_model, self.clamp_len, x.device).to(x.dtype)
+        return super().forward(x, state, reinject, positions=self.position_dropout(sinusoids))
+
+    def step(
+        self, x_t: Tensor, state: list[Tensor], reinject: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        """``forward`` on a one-token segment (each layer's step is that too), so that the layers
+        share one dropout mask here as well."""
+        y, state = self.forward(x_t.unsqueeze(1), state, None if reinject is None else reinject.unsqueeze(1))
+        return y.squeeze(1), state

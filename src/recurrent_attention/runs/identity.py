@@ -63,11 +63,25 @@ ADDED_KEYS: dict[str, dict[str, Any]] = {
         "model.backbone.scaled_scores": True,
     },
     **{
-        crt: {"model.relative_positions": False, "model.backbone.relative_positions": False}
+        crt: {
+            "model.relative_positions": False,
+            "model.backbone.relative_positions": False,
+            "model.txl_blocks": False,
+            "model.backbone.txl_blocks": False,
+        }
         for crt in ("crt", "crt_gru")
     },
+    "transformer_xl": {
+        "model.shared_position_dropout": False,
+        "model.backbone.shared_position_dropout": False,
+    },
     # model.compile=true is its own run: compiled kernels round differently from eager ones
-    "*": {"task.paper_models": False, "model.compile": False, "model.compile_backend": "inductor"},
+    "*": {
+        "task.paper_models": False,
+        "model.compile": False,
+        "model.compile_backend": "inductor",
+        "task.module.txl_init": False,
+    },
 }
 
 

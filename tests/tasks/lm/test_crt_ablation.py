@@ -3,13 +3,15 @@ Transformer row is ``model=transformer`` (same parameters, same initial weights,
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.models.transformer_xl import TransformerXL
@@ -104,3 +106,70 @@ def test_paper_ablation_is_table_2s_paper_run_with_the_papers_models():
     table2["task"].pop("setting")
     assert row == table2 and row["task"]["compat"] == "reference" and row["model"]["d_model"] == 410
     assert row["model"]["relative_positions"] is True  # RNN memory on the baseline's relative attention
+
+
+# The layout of a backbone's parameters does not depend on its width: these tests build small ones.
+SMALL = ["model.d_model=16", "model.n_heads=2", "model.d_ff=32"]
+TABLE8 = {
+    "Transformer": (False, False),
+    "+ RNN memory": (True, False),
+    "+ RNN pos enc": (False, True),
+    "CRT": (True, True),
+}
+# Transformer-XL's relative-position parameters at SMALL and 3 layers, written out: r_net in each
+# layer, and u, v (r_w_bias, r_r_bias: 2 heads of 8) that the layers share.
+RELATIVE = {f"transformer.blocks.{i}.mixer.r_net.weight": (16, 16) for i in range(3)} | {
+    "transformer.blocks.0.mixer.r_w_bias": (2, 8),
+    "transformer.blocks.0.mixer.r_r_bias": (2, 8),
+}
+
+
+@functools.cache
+def _small_config(experiment: str, model: str) -> DictConfig:
+    return _compose([f"experiment={experiment}", f"model={model}", *TABLE2_ROW[1:], *SMALL])
+
+
+def _layout(experiment: str, model: str = "crt", switches: tuple[bool, bool] = (True, True)) -> dict:
+    """Name -> shape of every parameter of the backbone a Table 8 row builds (no training). The
+    switches are set as the sweep sets them, on the composed config (one compose per experiment)."""
+    cfg = copy.deepcopy(_small_config(experiment, model))
+    cfg.model.memory_token, cfg.model.recurrent_positions = switches
+    return {name: tuple(p.shape) for name, p in instantiate(cfg.model.backbone).named_parameters()}
+
+
+def _part(layout: dict[str, tuple[int, ...]], prefix: str) -> dict[str, tuple[int, ...]]:
+    return {name: shape for name, shape in layout.items() if name.startswith(prefix)}
+
+
+@pytest.mark.parametrize(
+    ("experiment", "positions"), [("crt/ptb_ablation", {}), ("crt/ptb_ablation_paper", RELATIVE)]
+)
+def test_table_8s_rows_differ_only_in_the_part_each_removes(experiment: str, positions: dict) -> None:
+    """Issue 66: the four rows build one set of blocks. The memory adds the memory RNN; the recurrent
+    positions add the positional RNN in place of the Transformer's positions: the head's sinusoids
+    (no parameters) under default, Transformer-XL's relative terms under reference (the baseline's).
+    Nothing else differs: not the q/k/v or output biases, not a LayerNorm after the stack."""
+    rows = {row: _layout(experiment, switches=switches) for row, switches in TABLE8.items()}
+    transformer = rows["Transformer"]
+    assert positions.items() <= transformer.items()
+    blocks = {name: shape for name, shape in transformer.items() if name not in positions}
+    memory, recurrent = _part(rows["CRT"], "memory_rnn."), _part(rows["CRT"], "position_rnn.")
+    assert memory and recurrent and all(name.startswith("transformer.") for name in transformer)
+    assert rows["+ RNN memory"] == transformer | memory
+    assert rows["+ RNN pos enc"] == blocks | recurrent
+    assert rows["CRT"] == blocks | memory | recurrent
+
+
+@pytest.mark.parametrize(
+    ("experiment", "rnns"),
+    [("crt/ptb_ablation", {"memory_rnn"}), ("crt/ptb_ablation_paper", {"memory_rnn", "position_rnn"})],
+    ids=["default", "reference"],
+)
+def test_gru_and_ncgru_crts_differ_only_in_their_rnns(experiment: str, rnns: set[str]) -> None:
+    """Tables 9-12 (crt_gru) against Tables 2-5 (crt), whose models these experiments' CRT rows are
+    (test_paper_ablation_is_table_2s_paper_run_with_the_papers_models): the memory RNN's kind and
+    nothing else; under reference the positional RNN is of the memory RNN's type (the paper's "a new
+    GRU/NCGRU model for encoding the relative position", docs/lm.md), so it changes with it."""
+    ncgru, gru = _layout(experiment, "crt"), _layout(experiment, "crt_gru")
+    differing = {name for name in ncgru.keys() | gru.keys() if ncgru.get(name) != gru.get(name)}
+    assert {name.split(".")[0] for name in differing} == rnns
