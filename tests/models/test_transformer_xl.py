@@ -3,6 +3,7 @@ past it. The contract within the memory (causality, step, carried state) is test
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from recurrent_attention.models.transformer_xl import RelativeAttention, TransformerXL, rel_shift
@@ -92,3 +93,28 @@ def test_step_past_the_memory_reads_exactly_n_layers_times_mem_len_tokens():
     reach = n_layers * mem_len
     for t in range(x.shape[1]):
         assert torch.equal(outputs[0][:, t], outputs[1][:, t]) == (t > reach), t
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "per_layer"])
+def test_one_positional_dropout_mask_serves_every_layer(shared: bool) -> None:
+    """Transformer-XL's ``_forward`` applies ``pos_emb = self.drop(pos_emb)`` once, before its layers,
+    and hands every layer that tensor: with dropout, each layer's r_net reads the same dropped
+    encodings (``shared_position_dropout``, the class's default); ``False`` draws a mask per layer.
+    The encodings are those of the distances over memory + segment, kept entries scaled by 1 / (1 - p),
+    in ``forward`` and in a training-mode ``step`` alike."""
+    torch.manual_seed(0)
+    model = TransformerXL(16, 2, 3, 32, mem_len=4, dropout=0.5, shared_position_dropout=shared).train()
+    seen: list[torch.Tensor] = []
+    for block in model.blocks:
+        block.mixer.r_net.register_forward_hook(lambda _module, inputs, _out: seen.append(inputs[0]))
+    _, state = model(torch.randn(2, 4, 16))  # fills the memory: 4 tokens
+    runs = {7: lambda: model(torch.randn(2, 3, 16), state), 5: lambda: model.step(torch.randn(2, 16), state)}
+    for n_keys, run in runs.items():  # 4 in memory + this call's tokens
+        seen.clear()
+        run()
+        encodings = torch.stack([_sinusoid(distance, 16) for distance in range(n_keys - 1, -1, -1)])
+        assert len(seen) == 3 and all(layer_input.shape == (n_keys, 16) for layer_input in seen)
+        for layer_input in seen:
+            assert torch.allclose(layer_input[layer_input != 0], 2 * encodings[layer_input != 0])
+            assert (layer_input == 0).sum() > (encodings == 0).sum()  # dropout did drop
+        assert all(torch.equal(layer_input, seen[0]) for layer_input in seen) is shared

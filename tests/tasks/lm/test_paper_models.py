@@ -77,3 +77,73 @@ def test_paper_table_experiments_run_the_papers_models(experiment: str) -> None:
     """The GPU tables (experiment=crt/<dataset>_<L>layer) need no override to get CRT's models."""
     cfg = _compose(f"experiment=crt/{experiment}", "model=transformer")
     assert cfg.task.compat == "reference" and cfg.model.relative_positions is True
+
+
+# Wide enough that a weight's standard deviation is decisive (PyTorch's default Linear at width 256
+# has 0.036, the head's embedding 1/16), with two tail clusters for the adaptive softmax's rules.
+WIDE = (
+    "model.d_model=256",
+    "model.n_heads=4",
+    "model.d_ff=512",
+    "model.n_layers=2",
+    "task.cutoffs=[2000,5000]",
+)
+
+
+def _language_model(model: str, *overrides: str) -> torch.nn.Module:
+    cfg = _compose(f"model={model}", "task=lm/ptb", "preset=smoke", *WIDE, *overrides)
+    torch.manual_seed(0)
+    backbone = instantiate(cfg.model.backbone)
+    return instantiate(cfg.task.module, backbone=backbone).model
+
+
+def _close(values: torch.Tensor, mean: float, std: float, rtol: float) -> bool:
+    return abs(values.mean().item() - mean) < 5 * std / values.numel() ** 0.5 and (
+        abs(values.std().item() - std) < rtol * std
+    )
+
+
+@pytest.mark.parametrize("model", ["transformer", "transformer_xl", "crt_gru"])
+def test_reference_models_start_from_transformer_xls_initialisation(model: str) -> None:
+    """Transformer-XL's train.py (weights_init at --init normal --init_std 0.02), written out per
+    parameter class: Linear and Embedding weights N(0, 0.02), LayerNorm weights N(1, 0.02), the
+    relative biases u, v and the adaptive softmax's cluster weights N(0, 0.02), every bias 0.
+    CRT's RNNs, which its code has not, keep their own draw (the same as without txl_init)."""
+    lm = _language_model(model, "task.compat=reference")
+    rnns = {
+        name: p
+        for name, p in lm.named_parameters()
+        if name.startswith(("backbone.memory_rnn.", "backbone.position_rnn."))
+    }
+    if rnns:
+        as_built = dict(
+            _language_model(model, "task.compat=reference", "task.module.txl_init=false").named_parameters()
+        )
+        assert all(torch.equal(p, as_built[name]) for name, p in rnns.items())
+    owners = dict(lm.named_modules())
+    normal: dict[str, list[torch.Tensor]] = {"weight": [], "norm": [], "relative": [], "cluster": []}
+    for name, p in lm.named_parameters():
+        owner, leaf = owners[name.rpartition(".")[0]], name.rpartition(".")[2]
+        if name in rnns:
+            continue
+        if leaf in ("bias", "cluster_bias"):
+            assert not p.any(), name
+        elif isinstance(owner, (torch.nn.Linear, torch.nn.Embedding)):
+            assert _close(p, 0.0, 0.02, rtol=0.05), name  # each at least 256 x 256
+            normal["weight"].append(name)
+        elif isinstance(owner, torch.nn.LayerNorm):
+            normal["norm"].append(p.flatten())
+        elif leaf in ("r_w_bias", "r_r_bias"):
+            normal["relative"].append(p.flatten())
+        else:
+            assert leaf == "cluster_weight", f"{name}: no rule of Transformer-XL's covers it"
+            normal["cluster"].append(p.flatten())
+    assert _close(torch.cat(normal["norm"]), 1.0, 0.02, rtol=0.1)  # 2 layers x 2 x 256
+    assert _close(torch.cat(normal["cluster"]), 0.0, 0.02, rtol=0.2)  # 2 clusters x 256
+    if model == "crt_gru":  # CRT's positional RNN replaces the relative terms; its RNNs keep their draw
+        assert not normal["relative"] and rnns
+    else:
+        assert _close(torch.cat(normal["relative"]), 0.0, 0.02, rtol=0.2)  # u and v, 256 each
+    assert "embedding.weight" in normal["weight"]
+    if model == "transformer":  # the default reading keeps the project's embedding, N(0, 1/d_model)
+        assert _close(_language_model(model).embedding.weight, 0.0, 256**-0.5, rtol=0.05)
