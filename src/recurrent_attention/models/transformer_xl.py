@@ -188,7 +188,8 @@ class TransformerXL(LayerStack):
         if not self.shared_position_dropout:
             return super().forward(x, state, reinject)
         # Transformer-XL's _forward: pos_emb = self.drop(pos_emb), once, then every layer reads it.
-        n_keys = x.shape[1] + max((memory.shape[1] for memory in state or ()), default=0)
+        # every layer's memory holds as many tokens (the last mem_len of its inputs)
+        n_keys = x.shape[1] + (state[0].shape[1] if state else 0)
         sinusoids = relative_sinusoids(n_keys, self.d_model, self.clamp_len, x.device).to(x.dtype)
         return super().forward(x, state, reinject, positions=self.position_dropout(sinusoids))
 
