@@ -60,6 +60,27 @@ def test_relative_attention_matches_naive_loop():
     assert torch.equal(new_memory, torch.cat([memory, x], dim=1)[:, -3:])
 
 
+def test_without_position_terms_scores_are_content_alone():
+    """Transformer-XL's block with the positions left to the caller (CRT's positional RNN under
+    compat=reference): softmax over ``q·k / sqrt(d_head)`` of the visible keys, no ``r_net``, u or v."""
+    torch.manual_seed(0)
+    d_model, n_heads, d_head = 8, 2, 4
+    attn = RelativeAttention(d_model, n_heads, d_head, mem_len=3, r_w_bias=None, r_r_bias=None).eval()
+    assert not hasattr(attn, "r_net") and sum(p.numel() for p in attn.parameters()) == 4 * d_model * d_model
+    memory, x = torch.randn(1, 3, d_model), torch.randn(1, 4, d_model)
+    out, _ = attn(x, memory)
+    q, k, val = attn.qkv(torch.cat([memory, x], dim=1)[0]).chunk(3, dim=-1)
+    expected = []
+    for i in range(4):
+        heads = []
+        for h in range(n_heads):
+            head = slice(h * d_head, (h + 1) * d_head)
+            scores = torch.stack([q[3 + i, head] @ k[j, head] / d_head**0.5 for j in range(3 + i + 1)])
+            heads.append(sum(w * val[j, head] for j, w in enumerate(torch.softmax(scores, dim=0))))
+        expected.append(attn.out(torch.cat(heads)))
+    assert torch.allclose(out[0], torch.stack(expected), atol=1e-5)
+
+
 def test_memory_changes_outputs_and_is_detached():
     model = _model(mem_len=4)
     x1 = torch.randn(1, 4, 16, requires_grad=True)
