@@ -92,7 +92,7 @@ class RelativeAttention(nn.Module):
     def forward(
         self, x: Tensor, memory: Tensor | None = None, positions: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
-        """``positions``: the relative encodings of distances ``K' - 1 .. 0`` (``K' >`` this layer's
+        """``positions``: the relative encodings of distances ``K' - 1 .. 0`` (``K' >=`` this layer's
         keys), dropout applied, shared by the stack; None draws this layer's own."""
         n_query = x.shape[1]
         keys_in = x if memory is None else torch.cat([memory, x], dim=1)
@@ -188,7 +188,7 @@ class TransformerXL(LayerStack):
         if not self.shared_position_dropout:
             return super().forward(x, state, reinject)
         # Transformer-XL's _forward: pos_emb = self.drop(pos_emb), once, then every layer reads it.
-        # every layer's memory holds as many tokens (the last mem_len of its inputs)
+        # Every layer's memory holds as many tokens (the last mem_len of its inputs).
         n_keys = x.shape[1] + (state[0].shape[1] if state else 0)
         sinusoids = relative_sinusoids(n_keys, self.d_model, self.clamp_len, x.device).to(x.dtype)
         return super().forward(x, state, reinject, positions=self.position_dropout(sinusoids))
