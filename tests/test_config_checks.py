@@ -135,8 +135,8 @@ def test_a_model_size_left_unset_names_the_models_the_task_takes(model: str) -> 
     with pytest.raises(ConfigError) as info:
         check_config(composed("task=video/smarthome_cs", f"model={model}"))
     assert str(info.value) == (
-        f"model.norm_first has no value (???): model={model} leaves it to the task and task smarthome_cs "
-        "does not set it, so they do not fit; it sets the sizes of model=timesformer"
+        f"model={model} does not fit task smarthome_cs: the model leaves model.norm_first to the task, "
+        "which does not set it; use a model whose sizes it sets: model=timesformer"
     )
 
 

@@ -197,8 +197,8 @@ def _unset_message(cfg: DictConfig, key: str) -> str:
         hint = f" (the task sets the model's sizes: does {pairing}?)" if key.startswith("model.") else ""
         return f"{key} has no value (???); set it, e.g. {key}=<value>{hint}"
     return (
-        f"{key} has no value (???): model={model} leaves it to the task and task {task} does not set it, "
-        f"so they do not fit; it sets the sizes of model={', model='.join(suits)}"
+        f"model={model} does not fit task {task}: the model leaves {key} to the task, which does not "
+        f"set it; use a model whose sizes it sets: model={', model='.join(suits)}"
     )
 
 
