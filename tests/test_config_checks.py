@@ -180,6 +180,18 @@ def test_a_key_added_under_a_defined_node_is_a_misspelling(override: str, line: 
     assert str(caught.value).startswith(line) and f"++{override[1:].partition('=')[0]}=" in str(caught.value)
 
 
+def test_an_added_lightning_trainer_argument_is_a_key_then_checked_by_its_rule() -> None:
+    """The loop: Hydra answers ``trainer.max_steps=0`` "use +trainer.max_steps=0", which was then
+    refused as a misspelling of trainer.max_epochs; Lightning's Trainer reads it, and its rule applies."""
+    overrides = ["+trainer.max_steps=0"]
+    cfg = composed("task=tsf/etth1", *overrides)
+    check_added_keys(cfg, overrides)
+    with pytest.raises(ConfigError, match=r"^trainer\.max_steps=0 is not allowed: use -1 \(no limit\)"):
+        check_config(cfg)
+    with pytest.raises(ConfigError, match=r"^\+trainer\.max_step: no config defines"):
+        check_added_keys(composed("task=tsf/etth1", "+trainer.max_step=3"), ["+trainer.max_step=3"])
+
+
 def test_force_added_keys_and_keys_of_own_nodes_pass() -> None:
     """``++`` is the escape; ``+callbacks.*`` and config groups are not keys of a defined node."""
     overrides = ["++task.lrr=0.1", "+callbacks.x._target_=a.B", "+experiment=crt/ptb_3layer_cpu", "task.lr=1"]
