@@ -135,8 +135,8 @@ def test_a_model_size_left_unset_names_the_models_the_task_takes(model: str) -> 
     with pytest.raises(ConfigError) as info:
         check_config(composed("task=video/smarthome_cs", f"model={model}"))
     assert str(info.value) == (
-        f"model.norm_first has no value (???): model={model} leaves it to the task and task smarthome_cs "
-        "does not set it, so they do not fit; it sets the sizes of model=timesformer"
+        f"model={model} does not fit task smarthome_cs: the model leaves model.norm_first to the task, "
+        "which does not set it; use a model whose sizes it sets: model=timesformer"
     )
 
 
@@ -178,6 +178,18 @@ def test_a_key_added_under_a_defined_node_is_a_misspelling(override: str, line: 
     with pytest.raises(ConfigError) as caught:
         check_added_keys(composed("task=tsf/etth1", override), [override])
     assert str(caught.value).startswith(line) and f"++{override[1:].partition('=')[0]}=" in str(caught.value)
+
+
+def test_an_added_lightning_trainer_argument_is_a_key_then_checked_by_its_rule() -> None:
+    """The loop: Hydra answers ``trainer.max_steps=0`` "use +trainer.max_steps=0", which was then
+    refused as a misspelling of trainer.max_epochs; Lightning's Trainer reads it, and its rule applies."""
+    overrides = ["+trainer.max_steps=0"]
+    cfg = composed("task=tsf/etth1", *overrides)
+    check_added_keys(cfg, overrides)
+    with pytest.raises(ConfigError, match=r"^trainer\.max_steps=0 is not allowed: use -1 \(no limit\)"):
+        check_config(cfg)
+    with pytest.raises(ConfigError, match=r"^\+trainer\.max_step: no config defines"):
+        check_added_keys(composed("task=tsf/etth1", "+trainer.max_step=3"), ["+trainer.max_step=3"])
 
 
 def test_force_added_keys_and_keys_of_own_nodes_pass() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import inspect
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -197,8 +198,8 @@ def _unset_message(cfg: DictConfig, key: str) -> str:
         hint = f" (the task sets the model's sizes: does {pairing}?)" if key.startswith("model.") else ""
         return f"{key} has no value (???); set it, e.g. {key}=<value>{hint}"
     return (
-        f"{key} has no value (???): model={model} leaves it to the task and task {task} does not set it, "
-        f"so they do not fit; it sets the sizes of model={', model='.join(suits)}"
+        f"model={model} does not fit task {task}: the model leaves {key} to the task, which does not "
+        f"set it; use a model whose sizes it sets: model={', model='.join(suits)}"
     )
 
 
@@ -288,6 +289,14 @@ def check_accelerator(cfg: DictConfig) -> None:
 DEFINED_NODES = ("task", "model", "trainer", "preset")
 
 
+def trainer_arguments() -> set[str]:
+    """The arguments of Lightning's ``Trainer``, which ``trainer`` is instantiated into: one that
+    conf/trainer does not set (``+trainer.max_steps``, as Hydra's own error suggests) is a real key."""
+    import lightning.pytorch as pl  # train.py imports it anyway; checks that need it are rare
+
+    return set(inspect.signature(pl.Trainer.__init__).parameters) - {"self"}
+
+
 def check_added_keys(cfg: DictConfig, overrides: Sequence[str]) -> None:
     """A ``+task.lrr=0.1`` (Hydra suggests the ``+`` for a key it does not know) is one line naming
     the close keys, not a run at the default lr in a folder and table row of its own.
@@ -306,6 +315,8 @@ def check_added_keys(cfg: DictConfig, overrides: Sequence[str]) -> None:
         ):
             continue
         parent, _, leaf = key.rpartition(".")
+        if parent == "trainer" and leaf in trainer_arguments():
+            continue
         node = OmegaConf.select(cfg, parent, default=None, throw_on_resolution_failure=False)
         siblings = [str(name) for name in node if name != leaf] if isinstance(node, DictConfig) else []
         close = [f"{parent}.{name}" for name in difflib.get_close_matches(leaf, siblings, n=3, cutoff=0.6)]

@@ -3,11 +3,13 @@ and what happens when they cannot be used: switched off, a failed build, a trace
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -298,3 +300,40 @@ def test_the_build_line_says_what_it_does_and_the_measured_time() -> None:
     assert "~115 CPU-seconds, about 2 min on 1 free core(s)" in build_note(cores=1)  # 115 / 60
     assert "about 1 min on 2 free core(s)" in build_note(cores=2)  # 57.5 s
     assert "about 1 min on 4 free core(s)" in build_note(cores=64)  # one file per core at most
+
+
+def test_a_cold_build_says_so_before_and_how_long_it_took_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first run sat minutes at "Sanity Checking" with one line: now a line before the build
+    (what it compiles, about how long) and one after (the time it took); a built module, none."""
+    from torch.utils import cpp_extension
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "build"))
+    monkeypatch.delenv(native.SWITCH, raising=False)
+    loaded = ModuleType("fake_native")
+
+    def fake_load(name: str, **_: object) -> ModuleType:  # what a build leaves: the library
+        (tmp_path / "build" / name / f"{name}.so").write_bytes(b"")
+        return loaded
+
+    monkeypatch.setattr(cpp_extension, "load", fake_load)
+    clock = iter([100.0, 163.4, 200.0, 200.5])
+    monkeypatch.setattr(native.time, "perf_counter", lambda: next(clock))
+    native.extension.cache_clear()
+    try:
+        with caplog.at_level(logging.INFO, logger=native.__name__):
+            assert native.extension() is loaded
+            cold = [r.getMessage() for r in caplog.records]
+            caplog.clear()
+            native.extension.cache_clear()
+            assert native.extension() is loaded
+            warm = [r.getMessage() for r in caplog.records]
+    finally:
+        native.extension.cache_clear()
+    assert cold == [
+        f"building the native attention kernels: {native.build_note()}; later runs load them",
+        "built the native attention kernels in 63 s",
+    ]
+    assert "about" in cold[0] and "free core(s)" in cold[0]
+    assert warm == []

@@ -1,8 +1,14 @@
-"""Override normalisation: one key per config however its overrides were typed."""
+"""Override normalisation: one key per config however its overrides were typed or resolved."""
 
 from __future__ import annotations
 
-from recurrent_attention.results.identity import config_key, normalise_overrides
+from pathlib import Path
+
+import yaml
+
+from recurrent_attention.results.identity import SETTING_SOURCES, config_key, describe, normalise_overrides
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def test_spellings_of_one_value_normalise_alike() -> None:
@@ -25,3 +31,21 @@ def test_legacy_key_ignores_seed_and_order_but_not_compat() -> None:
     assert config_key(one) == config_key(two)
     assert config_key(one) != config_key({**one, "compat": "reference"})
     assert config_key({**one, "config_id": "abc"}) == "abc"
+
+
+def test_setting_sources_are_the_keys_conf_reads_each_setting_from() -> None:
+    """Every ``setting:`` field in conf/ is ``${<key>}``; SETTING_SOURCES must name that key."""
+    found = {}
+    for path in sorted(CONF.rglob("*.yaml")):
+        setting = (yaml.safe_load(path.read_text()) or {}).get("task", {}).get("setting") or {}
+        found.update({name: value for name, value in setting.items()})
+    assert {name: f"${{{key}}}" for name, key in SETTING_SOURCES.items()} == found
+
+
+def test_a_typed_value_the_setting_records_describes_the_config_as_left_alone() -> None:
+    base = {"task": "tsf/etth1", "model": "aaren", "preset": "cpu", "compat": "default", "seed": 1}
+    untyped = {**base, "setting": {"horizon": 96}, "overrides": ["seed=1"]}
+    typed = {**untyped, "overrides": ["seed=1", "task.pred_len=96"]}
+    assert describe(typed) == describe(untyped) and config_key(typed) == config_key(untyped)
+    # a key no setting holds is still a difference
+    assert describe({**untyped, "overrides": ["task.lr=0.5"]}) != describe(untyped)

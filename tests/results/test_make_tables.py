@@ -154,5 +154,7 @@ def test_a_table_of_failed_runs_only_is_not_written(tmp_path: Path, capsys) -> N
         "tsf: Time-series forecasting (cpu preset, default protocol): no finished run, no table written"
         in err
     )
+    # its failure is in no table written (the bug: "marked in its table" of the table not written)
+    assert f"failed (in no table): {runs / 'own' / 'failed.json'}: DataError: mine.csv" in err
     (runs / "a1" / "summary.json").unlink()
     assert make_tables(_args(runs, tmp_path / "none")) == 1 and not (tmp_path / "none").exists()

@@ -89,39 +89,61 @@ def test_configs_that_differ_in_several_overrides_are_labelled_in_words(
     assert sorted(r["config"] for r in rows) == ["task.lr=0.5", "trainer.devices=2"]
 
 
-def test_one_config_under_two_identity_schemes_is_labelled_by_commit(tmp_path: Path, reference: Path) -> None:
-    """The README's first run beside the committed seed 1: the same numbers, a config_id of another
-    scheme, overrides that say nothing different; the commits tell the rows apart."""
+def test_one_config_under_two_identity_schemes_is_one_row(tmp_path: Path, reference: Path) -> None:
+    """The README's first run beside the committed seeds: a config_id of another scheme, overrides
+    that say nothing different, only the commit differs. One row; seed 1 made twice counts once."""
     runs = tmp_path / "runs"
-    summary(runs / "old", 1, {"mse": 0.4, "mae": 0.5}, config_id="0ld0", run_id="r0", git_commit="978a8bc0ab")
-    summary(runs / "new", 1, {"mse": 0.4, "mae": 0.5}, config_id="new1", run_id="r1", git_commit="52ae2ac1cd")
-    rows, _ = rows_of(runs, reference)
-    assert sorted(r["config"] for r in rows) == ["commit 52ae2ac", "commit 978a8bc"]
+    summary(
+        runs / "committed1",
+        1,
+        {"mse": 0.4, "mae": 0.5},
+        config_id="0ld0",
+        run_id="r0",
+        git_commit="978a8bc0ab",
+    )
+    summary(
+        runs / "committed2",
+        2,
+        {"mse": 0.6, "mae": 0.5},
+        config_id="0ld0",
+        run_id="r2",
+        git_commit="978a8bc0ab",
+    )
+    summary(
+        runs / "readme", 1, {"mse": 0.9, "mae": 0.5}, config_id="new1", run_id="r1", git_commit="52ae2ac1cd"
+    )
+    rows, notes = rows_of(runs, reference)
+    assert [(r["n"], r["seeds"], r["mse (ours)"]) for r in rows] == [(2, "1, 2", "0.500 ± 0.141")]
+    assert "config" not in rows[0]  # nothing tells rows apart: no config column
+    assert "1 run record(s) found twice (the same run) were counted once." in notes
+    assert "commit: 978a8bc0ab" in notes  # the runs counted, not the repeat
 
 
 def test_a_typed_value_the_row_already_shows_is_no_difference(tmp_path: Path, reference: Path) -> None:
     """The bug: "task.pred_len as configured" beside "task.pred_len=96" in rows of horizon 96, the
-    same value; only the commits differed, and the label now says that alone."""
+    same value; only the commits differed. They are one row, its failures with it."""
     runs = tmp_path / "runs"
     summary(runs / "old", 1, {"mse": 0.4, "mae": 0.5}, config_id="c0", run_id="r0", git_commit="978a8bc0ab")
-    summary(
-        runs / "new",
-        1,
-        {"mse": 0.4, "mae": 0.5},
-        extra=["task.pred_len=96"],
-        config_id="c1",
-        run_id="r1",
-        git_commit="52ae2ac1cd",
-    )
+    typed = {"extra": ["task.pred_len=96"], "config_id": "c1", "git_commit": "52ae2ac1cd"}
+    summary(runs / "new", 2, {"mse": 0.6, "mae": 0.5}, run_id="r1", **typed)
+    failure(runs / "f", 3, "DataError: bad", config_id="c1", run_id="r3", git_commit="52ae2ac1cd")
     summary(
         runs / "lr", 1, {"mse": 0.4, "mae": 0.5}, extra=["task.pred_len=96", "task.lr=0.5"], config_id="c2"
     )
+    rows, notes = rows_of(runs, reference)
+    by_label = {r["config"]: (r["seeds"], r["failed seeds"]) for r in rows}
+    assert by_label == {"as configured": ("1, 2", "3"), "task.lr=0.5": ("1", "")}
+    assert "failed: ETTh1 96 aaren [as configured], seed 3: DataError: bad" in notes
+
+
+def test_one_commit_two_config_ids_and_the_same_values_stay_apart(tmp_path: Path, reference: Path) -> None:
+    """Something the record does not hold differs (an own file's contents): not merged."""
+    runs = tmp_path / "runs"
+    summary(runs / "x1", 1, {"mse": 0.4, "mae": 0.5}, config_id="c0ffee00aa", run_id="r1")
+    summary(runs / "y1", 1, {"mse": 0.9, "mae": 0.5}, config_id="decaf000bb", run_id="r3")
+    summary(runs / "y2", 2, {"mse": 0.9, "mae": 0.5}, config_id="decaf000bb", run_id="r4", git_commit="def")
     rows, _ = rows_of(runs, reference)
-    assert sorted(r["config"] for r in rows) == [
-        "as configured, commit 52ae2ac",
-        "as configured, commit 978a8bc",
-        "task.lr=0.5, commit abc",
-    ]
+    assert sorted((r["config"], r["n"]) for r in rows) == [("config c0ffee00", 1), ("config decaf000", 2)]
 
 
 def test_a_run_whose_data_was_not_found_is_no_seed_of_that_datas_row(tmp_path: Path, reference: Path) -> None:

@@ -79,11 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
     for line in dict.fromkeys(str(w.message) for w in missing if w.category is MissingReferenceWarning):
         print(f"warning: {line}", file=sys.stderr)  # one line per file, however many tables read it
-    _report(runs, [t for _, t in tables])
     for family, table in tables:
-        if table.frame.empty:  # only failed runs: their lines above say why; no empty table file
+        if table.frame.empty:  # only failed runs: their lines below say why; no empty table file
             print(f"{family}: {table.title}: no finished run, no table written", file=sys.stderr)
     tables = [(family, table) for family, table in tables if not table.frame.empty]
+    _report(runs, [t for _, t in tables])  # a failure is "in its table" only where that is written
     if not tables:
         print("run records found, but no table has a finished run", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +70,15 @@ def build_name(flags: list[str]) -> str:
     return f"{NAME}_{digest.hexdigest()[:12]}"
 
 
+def built(name: str) -> bool:
+    """Whether torch's builder holds module ``name`` built (its cache folder has the library), so
+    loading it takes a second, not a build."""
+    from torch.utils.cpp_extension import _get_build_directory
+
+    folder = Path(_get_build_directory(name, verbose=False))
+    return any((folder / f"{name}{suffix}").is_file() for suffix in (".so", ".pyd"))
+
+
 @functools.cache
 def extension() -> ModuleType | None:
     """The compiled module, or None (switched off, or the build failed: warned once, with the reason)."""
@@ -78,12 +88,19 @@ def extension() -> ModuleType | None:
 
     try:
         _put_ninja_on_path()
-        log.info(f"loading the native attention kernels ({build_note()})")
         # OpenMP makes at::parallel_for split rows over torch's threads (its libgomp is the one
         # already loaded); without it the kernels run serially, and correctly.
         openmp = ["-fopenmp"] if sys.platform.startswith("linux") else []
         sources, cflags = [str(s) for s in SOURCES], ["-O3", *openmp]
-        return load(name=build_name(cflags), sources=sources, extra_cflags=cflags, extra_ldflags=openmp)
+        name = build_name(cflags)
+        cold = not built(name)
+        if cold:  # the one long, silent call of a first run: say so before, and how long it took
+            log.info(f"building the native attention kernels: {build_note()}; later runs load them")
+        start = time.perf_counter()
+        module = load(name=name, sources=sources, extra_cflags=cflags, extra_ldflags=openmp)
+        if cold:
+            log.info(f"built the native attention kernels in {time.perf_counter() - start:.0f} s")
+        return module
     except (ImportError, OSError, RuntimeError) as err:
         warnings.warn(
             f"native attention kernels unavailable ({err}); using the PyTorch forms "

@@ -12,7 +12,8 @@ One row per record found, with a ``status`` that says how tables must treat it:
 - ``no data``: a failure before any data was read (``data_read: false``: the data was not found),
   which is no run of that data's row.
 
-``config_key`` groups seeds of one config and ``config`` (JSON) describes it (see ``identity``).
+``config_key`` groups seeds of one config (one key for the ``config_id`` s of one description made
+at different commits: :func:`merge_resolved`) and ``config`` (JSON) describes it (see ``identity``).
 """
 
 from __future__ import annotations
@@ -98,12 +99,14 @@ def _row(path: Path) -> dict[str, Any]:
     return row
 
 
-def _mark_repeats(frame: pd.DataFrame) -> pd.DataFrame:
-    """Keep the first finished record of each run; later ones are duplicates, failures superseded."""
-    frame["duplicate_of"] = None
-    for _, same in frame.groupby("run_key", sort=False):
+def mark_repeats(frame: pd.DataFrame, same_run: pd.Series) -> pd.DataFrame:
+    """Keep the first finished record of each run (records with one ``same_run`` value); later ones
+    are duplicates, its failures superseded. Records marked before are left as they are."""
+    for _, same in frame.groupby(same_run, sort=False):
         finished = same.index[same["status"] == "ok"]
         failed = same.index[same["status"].isin(["failed", "no data"])]
+        if not len(finished) and not len(failed):
+            continue
         kept, repeats = (finished[0], finished[1:]) if len(finished) else (failed[0], failed[1:])
         if len(finished):
             frame.loc[failed, "status"] = "superseded"
@@ -124,6 +127,39 @@ def _fill_from_finished(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def merge_resolved(frame: pd.DataFrame) -> pd.DataFrame:
+    """Give the config keys of one description (``identity.describe``: the values as resolved)
+    made at different commits the first one's key: the commit alone (a new identity scheme, a
+    config file that gained a key) is no difference in what was run, so it splits no row.
+
+    Keys of one description that share a commit stay apart: one commit and the same recorded values
+    under two ``config_id`` s means something the record does not hold differs (an own file's
+    contents). A seed found under two merged keys is one run made twice: the first finished record
+    counts, the others are duplicates, as for one run found twice.
+    """
+    keyed = frame[frame["config_key"].notna()]
+    commits = {key: set(part["git_commit"].astype(str)) for key, part in keyed.groupby("config_key")}
+    keys_of: dict[str, list[str]] = {}
+    for key, config in zip(keyed["config_key"], keyed["config"], strict=True):
+        if key not in keys_of.setdefault(config, []):
+            keys_of[config].append(key)
+    merged = {}
+    for keys in keys_of.values():
+        seen: set[str] = set()
+        for key in keys:
+            shared, seen = seen & commits[key], seen | commits[key]
+            if shared:
+                break
+        else:
+            merged.update({key: keys[0] for key in keys[1:]})
+    if not merged:
+        return frame
+    moved = frame["config_key"].isin([*merged, *merged.values()])
+    frame["config_key"] = frame["config_key"].replace(merged)
+    same_run = frame["config_key"].astype(str) + "-seed" + frame["seed"].astype(str)
+    return mark_repeats(frame, frame["run_key"].where(~moved, same_run))
+
+
 def load_runs(roots: Iterable[str | Path]) -> pd.DataFrame:
     """Every run record below ``roots`` (searched in order; the first copy of a run is the one kept)."""
     paths = []
@@ -132,7 +168,10 @@ def load_runs(roots: Iterable[str | Path]) -> pd.DataFrame:
         paths += sorted(found)
     frame = pd.DataFrame([_row(p) for p in paths])
     frame = frame.reindex(columns=[*frame.columns, *(c for c in COLUMNS if c not in frame)])
-    return _fill_from_finished(_mark_repeats(frame)) if paths else frame
+    if not paths:
+        return frame
+    frame["duplicate_of"] = None
+    return merge_resolved(_fill_from_finished(mark_repeats(frame, frame["run_key"])))
 
 
 def duplicate_lines(runs: pd.DataFrame) -> list[str]:

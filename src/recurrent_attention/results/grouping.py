@@ -1,16 +1,17 @@
-"""One table row per config: the seeds of one ``config_key`` and nothing else share a row.
+"""One table row per config: the seeds of one config and nothing else share a row.
 
 Every layout goes through :func:`config_rows`, so the rule "two runs that differ in anything but the
-seed never share a row" lives here only. A layout names the columns it shows (``keys`` + model);
-where two configs would show the same keys, :func:`config_rows` labels each row with what tells
-them apart (the differing overrides), so two configs never look like one.
+seed never share a row" lives here only. A config is what was run, its values as resolved: the
+``config_key`` s of one description made at different commits are one (``collect.merge_resolved``),
+since the commit alone is no difference in what was run. A layout names the columns it shows
+(``keys`` + model); where two configs would show the same keys, :func:`config_rows` labels each row
+with what tells them apart (the differing overrides), so two configs never look like one.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,43 +55,24 @@ def _short_id(config_key: str) -> str:
     return "legacy summary (no config_id)" if config_key.startswith("legacy-") else f"config {config_key[:8]}"
 
 
-def short_commit(commit: Any) -> str:
-    return str(commit)[:7] if isinstance(commit, str) and commit else "unknown"
-
-
-def _labels(
-    descriptions: list[dict[str, Any]],
-    config_keys: list[str],
-    commits: list[set[str]],
-    shown_as: Mapping[str, str] = MappingProxyType({}),
-) -> list[str]:
+def _labels(descriptions: list[dict[str, Any]], config_keys: list[str]) -> list[str]:
     """For configs that show the same columns: the overrides that differ between them, as typed
     (``task.lr=0.5``; a config that set none of them is ``as configured``: naming each key it left
-    alone told nothing the other labels do not); then, where the configs' runs come from different
-    commits, those commits.
+    alone told nothing the other labels do not), each compared as resolved (``identity.describe``).
 
-    ``shown_as`` maps an override to the description field that holds its value for every run
-    (``task.pred_len`` -> ``setting.horizon``): a config that did not type it has that value, so
-    ``task.pred_len=96`` beside a horizon-96 run that left it alone is no difference.
-
-    Runs of one config from before a change of the identity scheme (or of a config file) have
-    another ``config_id``, and their overrides may say nothing that differs: the commit tells them
-    apart, a hash alone would not tell a reader anything.
+    Configs that differ in no recorded value (one commit, two ``config_id`` s: see
+    ``collect.merge_resolved``) are named by their config ids.
     """
-    descriptions = [{**{k: d[f] for k, f in shown_as.items() if f in d}, **d} for d in descriptions]
     names = sorted({k for d in descriptions for k in d})
     absent = object()
     differing = [
         n for n in names if len({json.dumps(d.get(n, absent), default=id) for d in descriptions}) > 1
     ]
-    by_commit = len({tuple(sorted(c)) for c in commits}) > 1
     labels = []
-    for description, key, commit in zip(descriptions, config_keys, commits, strict=True):
+    for description, key in zip(descriptions, config_keys, strict=True):
         words = [f"{n}={show(description[n])}" for n in differing if n in description]
         if differing and not words:
             words.append("as configured")
-        if by_commit:
-            words.append(f"commit {', '.join(sorted(commit))}")
         labels.append(", ".join(words) if words else _short_id(key))
     return labels
 
@@ -106,14 +88,12 @@ def config_rows(
     keys: Sequence[str],
     metrics: Sequence[str],
     means: Sequence[str] = (),
-    shown_as: Mapping[str, str] = MappingProxyType({}),
 ) -> pd.DataFrame:
     """One row per config with a finished run: ``keys`` + model, then per metric its mean, std and n.
 
     Also: ``n`` (finished runs averaged), ``seeds``, ``failed`` and ``missing`` (seeds that other rows
     of the table have but this one does not), ``duplicates`` (records counted once), ``label``
-    (what tells the config apart from others with the same keys; "" when none shares them;
-    ``shown_as``: see :func:`_labels`), the mean
+    (what tells the config apart from others with the same keys; "" when none shares them), the mean
     ``wall_time_s`` and the mean of each column in ``means``.
     """
     expected = set(table_seeds(runs))
@@ -147,16 +127,9 @@ def config_rows(
     if stats.empty:
         return stats
     shown = [*keys, "model"]
-    finished = runs[runs["status"] == "ok"]
-    commits_of = {
-        key: {short_commit(c) for c in frame["git_commit"]} for key, frame in finished.groupby("config_key")
-    }
     stats["label"] = ""
     for _, same in stats.groupby([stats[k].astype(str) for k in shown], sort=False):
         if len(same) > 1:
             descriptions = [json.loads(c) for c in same["config"]]
-            commits = [commits_of[key] for key in same["config_key"]]
-            stats.loc[same.index, "label"] = _labels(
-                descriptions, list(same["config_key"]), commits, shown_as
-            )
+            stats.loc[same.index, "label"] = _labels(descriptions, list(same["config_key"]))
     return stats.sort_values([*shown, "label"], kind="stable", na_position="last").reset_index(drop=True)

@@ -6,9 +6,10 @@ model, preset, compat, setting and the command-line overrides minus the seed. Ov
 with Hydra's own override grammar, so ``task.lr=0.5`` and ``task.lr=5e-1`` (or the same overrides in
 another order) give the same key.
 
-The fallback cannot see defaults: ``task.max_epochs=15`` typed on a task whose default is 15 still
-counts as a different config from leaving it out. Runs from the current ``train.py`` do not have
-that gap, because their ``config_id`` hashes the resolved config.
+The fallback cannot see defaults it did not record: ``task.max_epochs=15`` typed on a task whose
+default is 15 still counts as a different config from leaving it out (a value the record's
+``setting`` holds, such as the horizon, is compared as resolved). Runs from the current
+``train.py`` do not have that gap, because their ``config_id`` hashes the resolved config.
 """
 
 from __future__ import annotations
@@ -27,6 +28,23 @@ from recurrent_attention.runs.identity import IGNORED_KEYS
 IDENTITY_OVERRIDES = {"model", "task", "preset", "seed", "task.compat"}
 # Summary fields (besides the overrides) that tell configs apart.
 DESCRIPTION_FIELDS = ("task", "model", "preset", "compat")
+# Each ``setting`` field a record can hold and the key it is read from (the tasks' and experiments'
+# ``setting:`` blocks in conf/, held to them by a test): the setting is that key's value as run,
+# so typing the key (``task.pred_len=96`` where the horizon is 96) adds nothing to a description.
+SETTING_SOURCES = {
+    "horizon": "task.pred_len",
+    "head": "task.head",
+    "format": "task.format",
+    "seg_len": "task.seg_len",
+    "n_layers": "model.n_layers",
+    "target_return": "task.target_return",
+    "data_path": "task.datamodule.path",
+    "protocol": "task.protocol",
+    "n_frames": "task.n_frames",
+    "memory_token": "model.memory_token",
+    "recurrent_positions": "model.recurrent_positions",
+    "reset_positions": "model.reset_positions",
+}
 
 _PARSER = OverridesParser.create()
 
@@ -71,10 +89,18 @@ def normalise_overrides(overrides: Iterable[str]) -> dict[str, Any]:
 
 
 def describe(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The config behind a record, seed removed, as flat ``{name: value}`` for keys and labels."""
+    """The config behind a record, seed removed, as flat ``{name: value}`` for keys and labels.
+
+    Values as resolved where the record holds them: an override whose value the record's
+    ``setting`` holds (:data:`SETTING_SOURCES`) is left out, so typing a value and leaving it at
+    the default that has it describe one config.
+    """
+    setting = record.get("setting") or {}
     described = {field: record.get(field) for field in DESCRIPTION_FIELDS}
-    described.update({f"setting.{k}": v for k, v in (record.get("setting") or {}).items()})
-    described.update(normalise_overrides(record.get("overrides") or []))
+    described.update({f"setting.{k}": v for k, v in setting.items()})
+    recorded = {SETTING_SOURCES[name] for name in setting if name in SETTING_SOURCES}
+    overrides = normalise_overrides(record.get("overrides") or [])
+    described.update({k: v for k, v in overrides.items() if k not in recorded})
     return canonical(described)
 
 

@@ -11,17 +11,21 @@ import io
 import json
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
 
-from recurrent_attention.results.grouping import COUNTED, config_rows, seed_ranges, table_seeds
+from recurrent_attention.results.grouping import (
+    COUNTED,
+    config_rows,
+    seed_ranges,
+    table_seeds,
+)
 from recurrent_attention.results.identity import DESCRIPTION_FIELDS, show
 from recurrent_attention.results.summary import atomic_write_text
 
@@ -155,7 +159,6 @@ def compare(
     reference_lookup: Callable[[dict, str], tuple[float, float | None] | None],
     digits: int = 3,
     means: Sequence[str] = (),
-    shown_as: Mapping[str, str] = MappingProxyType({}),
 ) -> tuple[pd.DataFrame, list[str]]:
     """Our numbers per metric beside the paper's, one row per config; and the notes that go with them.
 
@@ -164,7 +167,7 @@ def compare(
     ours and the paper's, ``n``, ``seeds``, ``failed seeds`` / ``missing seeds`` (only where some
     row has them), wall time per run and the mean of each column in ``means`` (one decimal).
     """
-    stats = config_rows(runs, keys, metrics, means, shown_as)
+    stats = config_rows(runs, keys, metrics, means)
     out = []
     for row in stats.to_dict("records"):
         line = {k: _tidy(row[k]) for k in [*keys, "model"]}

@@ -154,7 +154,8 @@ class ReproducibleEpochs(L.Callback):
             isinstance(exception, (SIGTERMException, KeyboardInterrupt))
             and trainer.state.fn == TrainerFn.FITTING
         ):
-            trainer.save_checkpoint(self.last_checkpoint)
+            # the whole state, as last.ckpt always is (left unset, Lightning logs that it chose this)
+            trainer.save_checkpoint(self.last_checkpoint, weights_only=False)
 
 
 class LastCheckpoint(ModelCheckpoint):

@@ -32,13 +32,9 @@ def _contents(
     part: pd.DataFrame, preset: str, compat: str, reference: pd.DataFrame | None
 ) -> tuple[pd.DataFrame, list[str]]:
     lookup = partial(_paper, reference)
-    # task.pred_len is the horizon column: typed or not, its value is the row's horizon
-    shown_as = {"task.pred_len": "setting.horizon"}
-    frame, run_notes = compare(
-        part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup, shown_as=shown_as
-    )
+    frame, run_notes = compare(part, ["dataset", "setting.horizon"], ["mse", "mae"], reference, lookup)
     frame = frame.rename(columns={"setting.horizon": "horizon"})
-    overrides = override_notes(part, by="dataset", hide=("task.pred_len",))
+    overrides = override_notes(part, by="dataset")
     shown = shown_runs(part)["setting.horizon"]  # the rows' horizons, not a failed config's
     horizons = ",".join(str(h) for h in sorted(shown.dropna().astype(int).unique()))
     notes = [
