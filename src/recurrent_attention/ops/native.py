@@ -125,6 +125,6 @@ def value_score_projection(query: torch.Tensor) -> Callable | None:
     return _kernel("value_score_projection", query)
 
 
-def aaren_stepper(token: torch.Tensor) -> type | None:
-    """The compiled ``AarenStepper`` class for this token (CPU, float32/64, eager), or None."""
-    return _kernel("AarenStepper", token)
+def stack_stepper(token: torch.Tensor) -> type | None:
+    """The compiled ``StackStepper`` class for this token (CPU, float32/64, eager), or None."""
+    return _kernel("StackStepper", token)
