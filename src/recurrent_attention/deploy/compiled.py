@@ -115,33 +115,42 @@ class CompiledStepper(LeanStepper):
         super().clear()
         self._compiled = None
 
-    @outside_autocast
     def step(self, x_t: Tensor, state: State, reinject: Tensor | None = None) -> tuple[Tensor, State]:
-        # the compiled step has no reinjection: with one, take the Python lean step
-        stepped = None if reinject is not None else self._try_compiled_step(x_t, state)
-        if stepped is None:
-            return super().step(x_t, state, reinject)
-        y_t, flat = stepped
-        parts, state_type = len(self.mixer.state._fields), self.mixer.state
-        return y_t, [state_type(*flat[i : i + parts]) for i in range(0, len(flat), parts)]
-
-    def _try_compiled_step(self, x_t: Tensor, state: State) -> tuple[Tensor, list[Tensor]] | None:
-        """``(y_t, flat state)`` from the compiled step, or None where it does not apply."""
-        if self.model.training or torch.compiler.is_compiling() or torch.jit.is_tracing():
-            return None
-        flat = [t for layer in state for t in layer]
+        # The compiled step as built, where it applies (it checks the rest itself, autocast too): at
+        # one token each Python operation around it (a decorator, reshaping the state) is measurable.
         compiled = self._compiled
-        stepped = None if compiled is None else compiled.try_step(x_t, flat)
-        if stepped is None and (compiled := self._rebuilt(x_t, state)) is not None:
-            stepped = compiled.try_step(x_t, flat)
-        return stepped
+        if compiled is not None and reinject is None and not self.model.training:
+            stepped = (
+                None if torch.compiler.is_compiling() else compiled.try_step(x_t, state, self.mixer.state)
+            )
+            if stepped is not None:
+                return stepped
+        return self._step_otherwise(x_t, state, reinject)
+
+    @outside_autocast
+    def _step_otherwise(self, x_t: Tensor, state: State, reinject: Tensor | None) -> tuple[Tensor, State]:
+        """Outside autocast, the compiled step (built again where the layout changed) where it
+        applies, else the Python lean step (the compiled step has no reinjection)."""
+        stepped = None
+        if reinject is None and not self.model.training and not torch.compiler.is_compiling():
+            compiled = self._compiled
+            stepped = None if compiled is None else compiled.try_step(x_t, state, self.mixer.state)
+            if stepped is None and (compiled := self._rebuilt(x_t, state)) is not None:
+                stepped = compiled.try_step(x_t, state, self.mixer.state)
+        return super().step(x_t, state, reinject) if stepped is None else stepped
 
     def _rebuilt(self, x_t: Tensor, state: State) -> object | None:
         """The compiled step for this token and state, built (again) from the lean layout; None
         where the lean step would not run, the kernels are unavailable, or dtypes differ."""
         model = self.model
         dtype = model.blocks[0].mixer.proj.out_proj.weight.dtype
-        if model.training or torch.is_grad_enabled() or x_t.dim() != 2 or x_t.dtype != dtype:
+        if (
+            model.training
+            or torch.is_grad_enabled()
+            or torch.jit.is_tracing()
+            or x_t.dim() != 2
+            or x_t.dtype != dtype
+        ):
             return None
         if any(part.dtype != dtype for layer in state for part in layer):
             return None

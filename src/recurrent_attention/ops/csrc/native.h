@@ -43,10 +43,11 @@ class StackStepper {
   ~StackStepper();
   std::tuple<torch::Tensor, std::vector<torch::Tensor>> step(const torch::Tensor& token,
                                                              const std::vector<torch::Tensor>& state) const;
-  // step() where it applies: gradients off, a CPU (batch, d_model) token and a state of the weights'
-  // dtype, and no source parameter changed in place since the layout (an optimiser step, a state-dict
-  // load); nullopt otherwise. These are the checks every token needs, done here because each Python
-  // operation around a one-token step costs more than the check itself.
+  // step() where it applies: gradients and CPU autocast off, no JIT tracer, a CPU (batch, d_model)
+  // token and a state of the weights' dtype, and no source parameter changed in place since the
+  // layout (an optimiser step, a state-dict load); nullopt otherwise. These are the checks every
+  // token needs, done here because each Python operation around a one-token step costs more than
+  // the check itself.
   std::optional<std::tuple<torch::Tensor, std::vector<torch::Tensor>>> try_step(
       const torch::Tensor& token, const std::vector<torch::Tensor>& state) const;
 

@@ -8,10 +8,12 @@
 // registers), layer norms, the activation, the mixer's update. Past `raw_rows` rows a weight is
 // reused across rows and ATen's sgemm wins: the products are ATen calls there, the rest the same
 // loops. The loops are vectorised by the compiler (ops/native.py builds with -march=native where
-// the compiler takes it); a vector type below is 64 bytes, split into what the target has.
+// the compiler takes it): a vector below is the widest the target has.
 #include "native.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 
 #include <algorithm>
 #include <cmath>
@@ -24,25 +26,27 @@ namespace {
 using torch::Tensor;
 
 constexpr int64_t kWeightsPerBlock = 12;
-// Columns per panel, in vectors: 4 accumulators of 64 bytes, few enough to stay in registers on
-// any x86-64 (16 with AVX2, 32 with AVX-512), many enough to keep the loads in flight.
-constexpr int64_t kPanelVectors = 4;
+// The widest vector the build's target has, and how many accumulators a panel's product keeps:
+// 8 vectors of columns per panel, and with AVX-512's 32 registers two sets of them (even and odd
+// rows of the weight), so that 16 independent sums hide the FMA latency; with 16 registers one set.
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64, kSets = 2;
+#elif defined(__AVX__)
+constexpr int kVectorBytes = 32, kSets = 1;
+#else
+constexpr int kVectorBytes = 16, kSets = 1;
+#endif
+constexpr int64_t kPanelVectors = 8;
 // Rows per task of at::parallel_for (one token's elementwise work is too small to share).
 constexpr int64_t kRowGrain = 16;
 
 template <typename T>
-struct Simd;
-template <>
-struct Simd<float> {
-  typedef float V __attribute__((vector_size(64)));
-};
-template <>
-struct Simd<double> {
-  typedef double V __attribute__((vector_size(64)));
+struct Simd {
+  typedef T V __attribute__((vector_size(kVectorBytes)));
 };
 
 template <typename T>
-constexpr int64_t kLanes = 64 / sizeof(T);
+constexpr int64_t kLanes = kVectorBytes / sizeof(T);
 
 template <typename T>
 inline typename Simd<T>::V load(const T* p) {
@@ -66,7 +70,7 @@ struct Packed {
 
 Packed pack(const Tensor& weight_t, const Tensor& bias) {
   const int64_t in = weight_t.size(0), out = weight_t.size(1);
-  const int64_t lanes = 64 / weight_t.element_size(), width = kPanelVectors * lanes;
+  const int64_t lanes = kVectorBytes / weight_t.element_size(), width = kPanelVectors * lanes;
   const int64_t padded = (out + lanes - 1) / lanes * lanes;
   Tensor full = at::zeros({in, padded}, weight_t.options());
   full.narrow(1, 0, out).copy_(weight_t);
@@ -77,20 +81,33 @@ Packed pack(const Tensor& weight_t, const Tensor& bias) {
   return {at::cat(panels), padded_bias, in, out, padded};
 }
 
-// y (n_vectors * lanes) = bias + x W over one panel: the accumulators stay in registers and the
+// y (kVectors * lanes) = bias + x W over one panel: the accumulators stay in registers and the
 // panel is read once, front to back.
 template <typename T, int kVectors>
 inline void gemv_panel(const T* x, const T* panel, const T* bias, int64_t in, T* y) {
   using V = typename Simd<T>::V;
   constexpr int64_t lanes = kLanes<T>;
-  V acc[kVectors];
-  for (int k = 0; k < kVectors; ++k) acc[k] = load(bias + k * lanes);
-  for (int64_t i = 0; i < in; ++i) {
-    const V xi = V{} + x[i];
-    const T* w = panel + i * kVectors * lanes;
-    for (int k = 0; k < kVectors; ++k) acc[k] += xi * load(w + k * lanes);
+  V acc[kSets][kVectors];
+  for (int k = 0; k < kVectors; ++k) {
+    acc[0][k] = load(bias + k * lanes);
+    for (int set = 1; set < kSets; ++set) acc[set][k] = V{};
   }
-  for (int k = 0; k < kVectors; ++k) store(y + k * lanes, acc[k]);
+  int64_t i = 0;
+  for (; i + kSets <= in; i += kSets) {
+    for (int set = 0; set < kSets; ++set) {
+      const V xi = V{} + x[i + set];
+      const T* w = panel + (i + set) * kVectors * lanes;
+      for (int k = 0; k < kVectors; ++k) acc[set][k] += xi * load(w + k * lanes);
+    }
+  }
+  for (; i < in; ++i) {
+    const V xi = V{} + x[i];
+    for (int k = 0; k < kVectors; ++k) acc[0][k] += xi * load(panel + (i * kVectors + k) * lanes);
+  }
+  for (int k = 0; k < kVectors; ++k) {
+    for (int set = 1; set < kSets; ++set) acc[0][k] += acc[set][k];
+    store(y + k * lanes, acc[0][k]);
+  }
 }
 
 // y (out) = bias + x (in) W for one row, on packed weights.
@@ -104,6 +121,10 @@ void gemv(const Packed& m, const T* x, T* y) {
     T* dst = c + vectors * lanes <= m.out ? y + c : tail;  // the last panel's padding goes to tail
     const T* panel = panels + m.in * c;
     switch (vectors) {
+      case 8: gemv_panel<T, 8>(x, panel, bias + c, m.in, dst); break;
+      case 7: gemv_panel<T, 7>(x, panel, bias + c, m.in, dst); break;
+      case 6: gemv_panel<T, 6>(x, panel, bias + c, m.in, dst); break;
+      case 5: gemv_panel<T, 5>(x, panel, bias + c, m.in, dst); break;
       case 4: gemv_panel<T, 4>(x, panel, bias + c, m.in, dst); break;
       case 3: gemv_panel<T, 3>(x, panel, bias + c, m.in, dst); break;
       case 2: gemv_panel<T, 2>(x, panel, bias + c, m.in, dst); break;
@@ -167,7 +188,8 @@ inline double erf_of(double x) { return std::erf(x); }
 // relative), written without calls so that a loop of it vectorises.
 inline float exp_of(float a) {
   const float x = std::min(std::max(a, -87.3f), 88.3f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  // n = x / ln 2 rounded to the nearest integer by the 1.5 * 2^23 trick (std::floor does not vectorise)
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -183,7 +205,11 @@ inline float exp_of(float a) {
 }
 
 // phi(x) = elu(x) + 1, linear attention's feature map (models.linear_attention.feature_map).
-inline float feature_of(float x) { return x > 0 ? x + 1 : exp_of(x); }
+// (Both sides are computed whatever x, so that the loop has no branch and vectorises.)
+inline float feature_of(float x) {
+  const float positive = x + 1, negative = exp_of(std::min(x, 0.0f));
+  return x > 0 ? positive : negative;
+}
 inline double feature_of(double x) { return x > 0 ? x + 1 : std::expm1(x) + 1; }
 
 template <typename T>
@@ -228,17 +254,19 @@ void linear_update(T* projected, const T* const* state, T* const* next, T* out, 
   const int64_t d = heads * d_head;
   for (int64_t i = 0; i < 2 * d; ++i) projected[i] = feature_of(projected[i]);
   for (int64_t h = 0; h < heads; ++h) {
-    const T *q = projected + h * d_head, *k = q + d, *v = k + d;
-    const T *s = state[0] + h * d_head * d_head, *z = state[1] + h * d_head;
-    T *s_out = next[0] + h * d_head * d_head, *z_out = next[1] + h * d_head, *o = out + h * d_head;
+    // (restrict: no two of these overlap, which lets the inner loop vectorise without checks)
+    const T *__restrict q = projected + h * d_head, *__restrict k = q + d, *__restrict v = k + d;
+    const T *__restrict s = state[0] + h * d_head * d_head, *__restrict z = state[1] + h * d_head;
+    T *__restrict s_out = next[0] + h * d_head * d_head, *__restrict z_out = next[1] + h * d_head;
+    T* __restrict o = out + h * d_head;
     std::fill(o, o + d_head, T(0));
     T denominator = 0;
     for (int64_t i = 0; i < d_head; ++i) {
       const T ki = k[i], qi = q[i];
       z_out[i] = z[i] + ki;
       denominator += qi * z_out[i];
-      const T* s_row = s + i * d_head;
-      T* s_out_row = s_out + i * d_head;
+      const T* __restrict s_row = s + i * d_head;
+      T* __restrict s_out_row = s_out + i * d_head;
       for (int64_t j = 0; j < d_head; ++j) {
         const T sum = s_row[j] + ki * v[j];
         s_out_row[j] = sum;
@@ -308,7 +336,8 @@ StackStepper::~StackStepper() = default;
 
 std::optional<std::tuple<Tensor, std::vector<Tensor>>> StackStepper::try_step(const Tensor& token,
                                                                              const std::vector<Tensor>& state) const {
-  if (at::GradMode::is_enabled() || !token.device().is_cpu() || token.dim() != 2 || token.scalar_type() != dtype_)
+  if (at::GradMode::is_enabled() || at::autocast::is_autocast_enabled(at::kCPU) || torch::jit::tracer::isTracing() ||
+      !token.device().is_cpu() || token.dim() != 2 || token.scalar_type() != dtype_)
     return std::nullopt;
   for (const Tensor& part : state)
     if (!part.device().is_cpu() || part.scalar_type() != dtype_) return std::nullopt;
