@@ -298,3 +298,23 @@ def test_the_build_line_says_what_it_does_and_the_measured_time() -> None:
     assert "~115 CPU-seconds, about 2 min on 1 free core(s)" in build_note(cores=1)  # 115 / 60
     assert "about 1 min on 2 free core(s)" in build_note(cores=2)  # 57.5 s
     assert "about 1 min on 4 free core(s)" in build_note(cores=64)  # one file per core at most
+
+
+def test_the_build_targets_this_cpu_where_the_compiler_can_and_is_cached_per_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """-march=native only where the compiler takes it (else the portable build), and a build for this
+    CPU is named by it: a cache shared by two machines (a cluster's home folder) must not hand one
+    CPU's build, which may use instructions the other lacks, to the other."""
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    native.arch_flags.cache_clear()
+    try:
+        assert native.arch_flags() == []
+    finally:
+        native.arch_flags.cache_clear()
+    names = {}
+    for cpu in ("cpu a", "cpu b"):
+        monkeypatch.setattr(native, "cpu_identity", lambda cpu=cpu: cpu)
+        names[cpu] = (native.build_name(["-O3", native.ARCH_FLAG]), native.build_name(["-O3"]))
+    assert names["cpu a"][0] != names["cpu b"][0]
+    assert names["cpu a"][1] == names["cpu b"][1]  # a portable build runs on either
