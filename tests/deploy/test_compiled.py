@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recurrent_attention.deploy import CompiledStepper
+from recurrent_attention.deploy import CompiledStepper, LeanStepper
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models.linear_attention import LinearTransformer
 from tests.ops.kernels import require_native
@@ -110,3 +110,27 @@ def test_a_mixer_the_compiled_step_lacks_is_refused() -> None:
         ValueError, match="AarenAttention, LinearAttention in every block, not CausalSelfAttention"
     ):
         CompiledStepper(Transformer(16, 4, 1, 32))
+
+
+def test_under_autocast_the_compiled_step_runs_at_the_weights_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bf16-mixed run's evaluation streams under autocast, its tokens in bf16: the compiled step
+    (which declines under autocast itself) runs outside it on the token cast to float32, never the
+    Python lean step, and equals the model's float32 step."""
+    require_native()
+    torch.manual_seed(0)
+    model = LinearTransformer(16, 4, 2, 32, dropout=0.0).eval()
+    stepper = CompiledStepper(model)
+
+    def python_step(*_: object) -> None:
+        raise AssertionError("the Python lean step ran")
+
+    monkeypatch.setattr(LeanStepper, "step", python_step)
+    x = torch.randn(3, 2, 16).to(torch.bfloat16)
+    state = own_state = model.init_state(2)
+    with torch.no_grad():
+        for x_t in x:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y, state = stepper.step(x_t, state)
+            own, own_state = model.step(x_t.float(), own_state)
+            assert y.dtype == torch.float32
+            torch.testing.assert_close(y, own, rtol=1e-5, atol=1e-5)
