@@ -1,18 +1,40 @@
-"""The compiled Aaren step (:class:`~recurrent_attention.deploy.CompiledAarenStepper`) equals the
-Python lean step, which tests hold equal to the model's own step (``test_lean.py``)."""
+"""The compiled step (:class:`~recurrent_attention.deploy.CompiledStepper`) equals the model's own
+step, for Aaren and linear attention, in both of its forms (its own loops for a few rows, ATen's
+sgemm past ``raw_rows``)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from recurrent_attention.deploy import CompiledAarenStepper, LeanStepper
-from recurrent_attention.models import Aaren
+from recurrent_attention.deploy import CompiledStepper, LeanStepper
+from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.models.linear_attention import LinearTransformer
 from tests.ops.kernels import require_native
 
 TOLERANCE = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float64: {"rtol": 1e-12, "atol": 1e-12}}
+# d_model 32 (4 heads of 8), d_ff 150: the packed weights' widths (Aaren's 36, linear's 96, 150 and
+# 32) end inside a vector, and 150 spans two panels of 8 vectors in float32 and three in float64 (AVX-512).
+SIZES = {"d_model": 32, "n_heads": 4, "n_layers": 2, "d_ff": 150, "dropout": 0.0}
 
 
+def stream(step, tokens: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
+    outputs = []
+    with torch.no_grad():
+        for x_t in tokens:
+            y, state = step(x_t, state)
+            outputs.append(y)
+    return torch.stack(outputs), state
+
+
+def assert_states_close(ours: list, theirs: list, tolerance: dict) -> None:
+    for a, b in zip(ours, theirs, strict=True):
+        assert type(a) is type(b)
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(x, y, **tolerance)
+
+
+@pytest.mark.parametrize("model_class", [Aaren, LinearTransformer])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize(
     "options",
@@ -23,48 +45,92 @@ TOLERANCE = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float64: {"rtol"
         {"qkv_bias": False, "norm_eps": 1e-6, "final_norm": False},
     ],
 )
-def test_compiled_aaren_step_equals_the_python_lean_step(dtype: torch.dtype, options: dict) -> None:
-    """Aaren's eval step as one C++ call against the Python lean step, 30 tokens, state carried;
-    then it follows an optimiser step (the layout is rebuilt) and steps from a state the Python path made."""
+@pytest.mark.parametrize(
+    ("batch", "raw_rows"), [(1, 4), (3, 4), (3, 1)], ids=["1-loops", "3-loops", "3-sgemm"]
+)
+def test_compiled_step_equals_the_model_step(
+    model_class: type, dtype: torch.dtype, options: dict, batch: int, raw_rows: int
+) -> None:
+    """The eval step as one C++ call against the model's own step, 30 tokens, state carried; it
+    leaves its input state as it was; then it follows an optimiser step (the layout is rebuilt)
+    and steps on from a state the model's step made."""
     require_native()
     torch.manual_seed(0)
-    model = Aaren(16, 4, 2, 32, dropout=0.0, **options).to(dtype).eval()
-    compiled_stepper, lean = CompiledAarenStepper(model), LeanStepper(model)
-    x = torch.randn(30, 3, 16, dtype=dtype)
+    model = model_class(**SIZES, **options).to(dtype).eval()
+    compiled_stepper = CompiledStepper(model, raw_rows=raw_rows)
+    x = torch.randn(30, batch, SIZES["d_model"], dtype=dtype)
+    start = [
+        type(part)(*(torch.randn_like(t).abs() for t in part))
+        for part in model.init_state(batch, dtype=dtype)
+    ]
+    kept = [type(part)(*(t.clone() for t in part)) for part in start]
 
-    def stream(step, tokens, state):
-        outputs = []
-        with torch.no_grad():
-            for x_t in tokens:
-                y, state = step(x_t, state)
-                outputs.append(y)
-        return torch.stack(outputs), state
-
-    compiled, compiled_state = stream(compiled_stepper.step, x, model.init_state(3, dtype=dtype))
+    compiled, compiled_state = stream(compiled_stepper.step, x, start)
     assert compiled_stepper._compiled is not None  # the compiled path ran
-    python, python_state = stream(lean.step, x, model.init_state(3, dtype=dtype))
-    torch.testing.assert_close(compiled, python, **TOLERANCE[dtype])
-    for ours, theirs in zip(compiled_state, python_state, strict=True):
-        for a, b in zip(ours, theirs, strict=True):
-            torch.testing.assert_close(a, b, **TOLERANCE[dtype])
+    own, own_state = stream(model.step, x, start)
+    torch.testing.assert_close(compiled, own, **TOLERANCE[dtype])
+    assert_states_close(compiled_state, own_state, TOLERANCE[dtype])
+    assert_states_close(start, kept, {"rtol": 0, "atol": 0})
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.1)
-    compiled, _ = stream(compiled_stepper.step, x[:5], python_state)
-    python, _ = stream(lean.step, x[:5], python_state)
-    torch.testing.assert_close(compiled, python, **TOLERANCE[dtype])
+    compiled, _ = stream(compiled_stepper.step, x[:5], own_state)
+    own, _ = stream(model.step, x[:5], own_state)
+    torch.testing.assert_close(compiled, own, **TOLERANCE[dtype])
 
 
-def test_compiled_aaren_step_declines_under_grad() -> None:
+def test_compiled_step_declines_under_grad() -> None:
     """The compiled step has no backward: once built, a step with gradients on must still take the
     Python path (the check is the compiled step's own, ``try_step``)."""
     require_native()
     torch.manual_seed(0)
     model = Aaren(16, 4, 2, 32, dropout=0.0).eval()
-    stepper = CompiledAarenStepper(model)
+    stepper = CompiledStepper(model)
     x = torch.randn(2, 16)
     with torch.no_grad():
         stepper.step(x, model.init_state(2))
     assert stepper._compiled is not None
     y, _ = stepper.step(x, model.init_state(2))
     assert y.requires_grad
+
+
+def test_a_state_of_another_batch_is_an_error_not_a_read_past_its_end() -> None:
+    require_native()
+    model = LinearTransformer(16, 4, 2, 32, dropout=0.0).eval()
+    stepper = CompiledStepper(model)
+    with (
+        torch.no_grad(),
+        pytest.raises(RuntimeError, match="state tensor 0 has 128 values of Float, not 192"),
+    ):
+        stepper.step(torch.randn(3, 16), model.init_state(2))
+
+
+def test_a_mixer_the_compiled_step_lacks_is_refused() -> None:
+    with pytest.raises(
+        ValueError, match="AarenAttention, LinearAttention in every block, not CausalSelfAttention"
+    ):
+        CompiledStepper(Transformer(16, 4, 1, 32))
+
+
+def test_under_autocast_the_compiled_step_runs_at_the_weights_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bf16-mixed run's evaluation streams under autocast, its tokens in bf16: the compiled step
+    (which declines under autocast itself) runs outside it on the token cast to float32, never the
+    Python lean step, and equals the model's float32 step."""
+    require_native()
+    torch.manual_seed(0)
+    model = LinearTransformer(16, 4, 2, 32, dropout=0.0).eval()
+    stepper = CompiledStepper(model)
+
+    def python_step(*_: object) -> None:
+        raise AssertionError("the Python lean step ran")
+
+    monkeypatch.setattr(LeanStepper, "step", python_step)
+    x = torch.randn(3, 2, 16).to(torch.bfloat16)
+    state = own_state = model.init_state(2)
+    with torch.no_grad():
+        for x_t in x:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                y, state = stepper.step(x_t, state)
+            own, own_state = model.step(x_t.float(), own_state)
+            assert y.dtype == torch.float32
+            torch.testing.assert_close(y, own, rtol=1e-5, atol=1e-5)

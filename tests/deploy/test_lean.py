@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from recurrent_attention.deploy import CompiledAarenStepper, LeanMixerStepper, LeanStepper, fast_stepper
+from recurrent_attention.deploy import CompiledStepper, LeanMixerStepper, LeanStepper, fast_stepper
 from recurrent_attention.models import Aaren, CompactRecurrentTransformer, Transformer
 from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.models.blocks import ACTIVATIONS
@@ -60,7 +60,7 @@ def test_lean_step_equals_the_model_step(model_class: type, options: dict, reinj
             torch.testing.assert_close(ta, tb, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("stepper_class", [LeanStepper, CompiledAarenStepper])
+@pytest.mark.parametrize("stepper_class", [LeanStepper, CompiledStepper])
 def test_the_layout_follows_parameter_updates_loads_and_conversions(stepper_class: type) -> None:
     """An optimiser step, a state-dict load (in place, and with ``assign=True``, which replaces the
     parameters) and ``.double()`` all reach the stepper's laid-out weights."""
@@ -98,9 +98,9 @@ def test_the_layout_follows_parameter_updates_loads_and_conversions(stepper_clas
 
 def test_fast_stepper_picks_the_fastest_form_and_otherwise_the_model() -> None:
     aaren = Aaren(D_MODEL, HEADS, 1, 32)
-    assert type(fast_stepper(aaren)) is CompiledAarenStepper
+    assert type(fast_stepper(aaren)) is CompiledStepper
     assert type(fast_stepper(Transformer(D_MODEL, HEADS, 1, 32))) is LeanStepper
-    assert type(fast_stepper(LinearTransformer(D_MODEL, HEADS, 1, 32))) is LeanStepper
+    assert type(fast_stepper(LinearTransformer(D_MODEL, HEADS, 1, 32))) is CompiledStepper
     crt = CompactRecurrentTransformer(D_MODEL, HEADS, 1, 32, seg_len=4)
     assert fast_stepper(crt) is crt
     with pytest.raises(TypeError, match="lean step"):
@@ -116,11 +116,11 @@ def test_an_activation_the_compiled_step_lacks_is_refused_and_fast_stepper_takes
     torch.manual_seed(0)
     model = Aaren(D_MODEL, HEADS, 2, 32, dropout=0.0, activation="silu").eval()
     with pytest.raises(ValueError, match=r"ReLU and the exact GELU only, not SiLU"):
-        CompiledAarenStepper(model)
+        CompiledStepper(model)
     tanh_gelu = Aaren(D_MODEL, HEADS, 2, 32, dropout=0.0).eval()
     tanh_gelu.blocks[1].ff[1] = torch.nn.GELU(approximate="tanh")  # the exact GELU in block 0 only
     with pytest.raises(ValueError, match=r"not GELU\(approximate='tanh'\)"):
-        CompiledAarenStepper(tanh_gelu)
+        CompiledStepper(tanh_gelu)
     stepper = fast_stepper(model)
     assert type(stepper) is LeanStepper
     x = torch.randn(3, D_MODEL)

@@ -337,3 +337,23 @@ def test_a_cold_build_says_so_before_and_how_long_it_took_after(
     ]
     assert "about" in cold[0] and "free core(s)" in cold[0]
     assert warm == []
+
+
+def test_the_build_targets_this_cpu_where_the_compiler_can_and_is_cached_per_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """-march=native only where the compiler takes it (else the portable build), and a build for this
+    CPU is named by it: a cache shared by two machines (a cluster's home folder) must not hand one
+    CPU's build, which may use instructions the other lacks, to the other."""
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    native.arch_flags.cache_clear()
+    try:
+        assert native.arch_flags() == []
+    finally:
+        native.arch_flags.cache_clear()
+    names = {}
+    for cpu in ("cpu a", "cpu b"):
+        monkeypatch.setattr(native, "cpu_identity", lambda cpu=cpu: cpu)
+        names[cpu] = (native.build_name(["-O3", native.ARCH_FLAG]), native.build_name(["-O3"]))
+    assert names["cpu a"][0] != names["cpu b"][0]
+    assert names["cpu a"][1] == names["cpu b"][1]  # a portable build runs on either

@@ -8,7 +8,7 @@ caches here, never in the model:
   :class:`LeanMixerStepper`, one mixer's, for a model that steps a mixer alone (:mod:`~.mixers`
   lays out each attention's: softmax, Aaren, linear; :mod:`~.kv_cache` grows a Transformer's cache
   in place);
-- :mod:`~.compiled`: :class:`CompiledAarenStepper`, Aaren's lean step as one C++ call;
+- :mod:`~.compiled`: :class:`CompiledStepper`, Aaren's and linear attention's lean steps as one C++ call;
 - :mod:`~.onnx_aaren` and :mod:`~.onnx_kv`: Aaren's and the Transformer's steps as ONNX graphs
   with onnxruntime streams (:mod:`~.onnx_io` writes and opens the files).
 
@@ -23,9 +23,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from recurrent_attention.deploy.compiled import CompiledAarenStepper, compiled_gelu
+from recurrent_attention.deploy.compiled import CompiledStepper, has_compiled_step
 from recurrent_attention.deploy.lean import LeanMixerStepper, LeanStepper, has_lean_step
-from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone, State
 
 
@@ -40,18 +39,13 @@ class Stepper(Protocol):
 
 
 def fast_stepper(model: Backbone) -> Stepper:
-    """``model``'s fastest eager step: the compiled one for Aaren (where its activation is one the
-    compiled step implements), the lean one for a stack of attention mixers that have one, and
-    otherwise the model itself. Each falls back to the model's own step outside eval/no-grad."""
+    """``model``'s fastest eager step: the compiled one for Aaren and linear attention (where their
+    activation is one the compiled step implements), the lean one for a stack of attention mixers
+    that have one, and otherwise the model itself. Each falls back to the model's own step outside
+    eval/no-grad."""
     if not has_lean_step(model):
         return model
-    if isinstance(model, Aaren):
-        try:
-            compiled_gelu(model)
-        except ValueError:  # an activation the compiled step does not implement
-            return LeanStepper(model)
-        return CompiledAarenStepper(model)
-    return LeanStepper(model)
+    return CompiledStepper(model) if has_compiled_step(model) else LeanStepper(model)
 
 
-__all__ = ["CompiledAarenStepper", "LeanMixerStepper", "LeanStepper", "Stepper", "fast_stepper"]
+__all__ = ["CompiledStepper", "LeanMixerStepper", "LeanStepper", "Stepper", "fast_stepper"]

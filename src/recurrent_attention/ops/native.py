@@ -4,12 +4,15 @@ At the sizes Aaren trains at on a CPU (event forecasting: ~6 tokens, d_model 64)
 of its two attention-specific pieces, the cumulative prefix-attention kernel and the values-and-
 scores projection, is dozens of small ops whose dispatch, not arithmetic, is the cost. The C++ forms are
 one call each way (what that gives training: ``results/bench/bench.md``, training steps/s).
+Aaren's and linear attention's deployed step (``StackStepper``, :mod:`~recurrent_attention.deploy.compiled`)
+is the third: a token's whole step as loops over its weights.
 The build (ninja runs g++ -O3 on each ``csrc/*.cpp`` against torch's headers, in parallel, then
 links; :func:`build_note` says how long) runs once per source version and Python environment
 and is cached under ``TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``), in a folder
 named by both and by the checkout (:func:`build_name`): venvs and checkouts (git worktrees) on one
-machine never share, and so never rebuild in turn, one entry. Where it cannot build (no
-compiler), or with ``RA_NATIVE_KERNELS=0``, the PyTorch forms run: same results to rounding.
+machine never share, and so never rebuild in turn, one entry. It targets the CPU it builds on
+(:func:`arch_flags`). Where it cannot build (no compiler), or with ``RA_NATIVE_KERNELS=0``, the
+PyTorch forms run: same results to rounding.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ import functools
 import hashlib
 import logging
 import os
+import platform
 import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -58,15 +64,50 @@ def _put_ninja_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([ninja.BIN_DIR, os.environ.get("PATH", "")])
 
 
+ARCH_FLAG = "-march=native"
+
+
+@functools.cache
+def arch_flags() -> list[str]:
+    """``[ARCH_FLAG]`` where the compiler takes it, else ``[]`` (the portable build). The kernels
+    build at first use on the machine that runs them, so they may use all of its vector units: the
+    deployed step's loops (``csrc/stack_step.cpp``) read their weights in 64-byte vectors with
+    AVX-512 where x86-64's default target has 16."""
+    compiler = os.environ.get("CXX", "c++")
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / "probe.cpp"
+        source.write_text("int main() { return 0; }\n")
+        try:
+            command = [compiler, ARCH_FLAG, "-c", str(source), "-o", str(Path(folder) / "probe.o")]
+            subprocess.run(command, check=True, capture_output=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            return []
+    return [ARCH_FLAG]
+
+
+def cpu_identity() -> str:
+    """This machine's CPU: its model and feature flags (``/proc/cpuinfo``), or what ``platform`` knows."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    keys = ("model name", "flags", "Features", "CPU implementer", "CPU part")
+    return "\n".join(dict.fromkeys(line for line in lines if line.startswith(keys)))
+
+
 def build_name(flags: list[str]) -> str:
     """The module's name and cache folder: ``NAME`` plus a hash of the sources' bytes and folder, the
-    flags, this environment (``sys.prefix``), its Python and its torch. torch's builder keys its cache
-    by name alone and rebuilds when the sources' paths change, so one shared name made every venv, and
-    every checkout of the same sources, rebuild over the others' build."""
+    flags, this environment (``sys.prefix``), its Python and its torch, and, for a build that targets
+    this CPU (:data:`ARCH_FLAG`), the CPU: a cache folder shared between machines (a cluster's home
+    folder) never hands one CPU's build to another. torch's builder keys its cache by name alone and
+    rebuilds when the sources' paths change, so one shared name made every venv, and every checkout
+    of the same sources, rebuild over the others' build."""
     digest = hashlib.sha256()
     for source in SOURCES:
         digest.update(source.read_bytes())
     digest.update(repr((str(SOURCES[0].parent), flags, sys.prefix, sys.version, torch.__version__)).encode())
+    if ARCH_FLAG in flags:
+        digest.update(cpu_identity().encode())
     return f"{NAME}_{digest.hexdigest()[:12]}"
 
 
@@ -91,7 +132,7 @@ def extension() -> ModuleType | None:
         # OpenMP makes at::parallel_for split rows over torch's threads (its libgomp is the one
         # already loaded); without it the kernels run serially, and correctly.
         openmp = ["-fopenmp"] if sys.platform.startswith("linux") else []
-        sources, cflags = [str(s) for s in SOURCES], ["-O3", *openmp]
+        sources, cflags = [str(s) for s in SOURCES], ["-O3", *arch_flags(), *openmp]
         name = build_name(cflags)
         cold = not built(name)
         if cold:  # the one long, silent call of a first run: say so before, and how long it took
@@ -142,6 +183,6 @@ def value_score_projection(query: torch.Tensor) -> Callable | None:
     return _kernel("value_score_projection", query)
 
 
-def aaren_stepper(token: torch.Tensor) -> type | None:
-    """The compiled ``AarenStepper`` class for this token (CPU, float32/64, eager), or None."""
-    return _kernel("AarenStepper", token)
+def stack_stepper(token: torch.Tensor) -> type | None:
+    """The compiled ``StackStepper`` class for this token (CPU, float32/64, eager), or None."""
+    return _kernel("StackStepper", token)
