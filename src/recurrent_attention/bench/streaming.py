@@ -26,9 +26,10 @@ from recurrent_attention.deploy.kv_cache import with_capacity
 from recurrent_attention.deploy.onnx_aaren import OnnxStream
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone, State
-from recurrent_attention.models.linear_attention import LinearState, LinearTransformer
+from recurrent_attention.models.linear_attention import LinearTransformer
 from recurrent_attention.models.transformer import KVCache, Transformer
 from recurrent_attention.ops import ScanState
+from recurrent_attention.ops.linear_forms import LinearState
 
 EXPORTED_STEPS = 66  # tokens an exported step runs (2 untimed): its fastest of 64 is kept
 
