@@ -282,7 +282,7 @@ def _median(values: list[float]) -> float | None:
 def linear_targets(
     steps: dict[tuple[str, int, int], float | None], op: dict[tuple[str, int], float]
 ) -> list[str]:
-    """Linear attention's targets (issue 69): its chunked training path no slower than the
+    """Linear attention's targets: its chunked training path no slower than the
     Transformer's attention (SDPA) at every N >= 512 (the worst N is the figure), and its deployed
     and exported batch-1 steps within 1.2x of Aaren's (the median over the N; a state of constant
     size makes the N alike)."""
