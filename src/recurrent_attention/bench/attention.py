@@ -75,6 +75,11 @@ def operator_timings(
         if progress:
             progress(f"N={n} sdpa")
         results.append(OperatorTiming("sdpa", n, time_call(partial(_fwd_bwd_sdpa, q, k, v), dev, budget)))
+        # next to SDPA, on its tensors, before the Aaren paths' many allocations change the heap
+        if progress:
+            progress(f"N={n} linear_chunked")
+        seconds = time_call(partial(_fwd_bwd_linear, q, k, v), dev, budget)
+        results.append(OperatorTiming("linear_chunked", n, seconds))
         for name, fn in PREFIX_PATHS.items():
             if name == "recurrent" and n > max_recurrent_n:
                 results.append(
@@ -90,10 +95,6 @@ def operator_timings(
                 progress(f"N={n} {name}")
             seconds = time_call(partial(_fwd_bwd_prefix, fn, scores, v), dev, budget)
             results.append(OperatorTiming(name, n, seconds))
-        if progress:
-            progress(f"N={n} linear_chunked")
-        seconds = time_call(partial(_fwd_bwd_linear, q, k, v), dev, budget)
-        results.append(OperatorTiming("linear_chunked", n, seconds))
     return results
 
 
