@@ -1,13 +1,14 @@
 #!/usr/bin/env python
 """Efficiency benchmark (Aaren §4.5): every figure is a ratio to a baseline measured in the same run.
 
-1. Operator: fwd+bwd time of each prefix-attention path (chunked, scan, recurrent) against causal
-   SDPA (B=32, 4 heads, d_head 32), as path time / SDPA time.
+1. Operator: fwd+bwd time of each prefix-attention path (chunked, scan, recurrent) and of linear
+   attention's chunked form against causal SDPA (B=32, 4 heads, d_head 32), as path time / SDPA time.
 2. Per-token inference: µs per ``step`` at batch 1 and 64 with N tokens already in the state, for
    the lean Transformer step (fused q/k/v, a preallocated KV cache written in place, no mask: the
-   baseline), Aaren (eager), Aaren's exported step in onnxruntime and causal linear attention (its
-   lean step; d_model 128, 4 heads, 2 layers); the Transformer whose cache grows by
-   torch.cat is an extra, labelled column.
+   baseline), Aaren (eager), causal linear attention (its lean step) and the three exported to ONNX
+   in onnxruntime (d_model 128, 4 heads, 2 layers); the Transformer whose cache grows by
+   torch.cat is an extra, labelled column. Then each family's stream (backbone, RL, EF, video)
+   through its deployment path, µs per unit and per token (bench/family_streams.py).
 3. Figure 5 (Aaren §4.5): cumulative time, state bytes and peak memory growth of N token-by-token
    steps from an empty state, N up to 16384, each model, eager and exported (batch 1).
 4. Training steps/s of Aaren and linear attention vs the Transformer on one dataset per task family
@@ -39,12 +40,14 @@ from tqdm import tqdm
 
 from recurrent_attention.bench.attention import as_rows as operator_rows
 from recurrent_attention.bench.attention import operator_timings
+from recurrent_attention.bench.family_streams import as_rows as family_stream_rows
+from recurrent_attention.bench.family_streams import family_stream_timings
 from recurrent_attention.bench.plot import plot_bench, plot_stream_costs
 from recurrent_attention.bench.roofline import bound_rows
 from recurrent_attention.bench.stream_cost import StreamSpec, stream_costs
 from recurrent_attention.bench.stream_cost import as_rows as stream_rows
+from recurrent_attention.bench.streaming import EXPORTS, exported_stream, step_timings, stream_step
 from recurrent_attention.bench.streaming import as_rows as step_rows
-from recurrent_attention.bench.streaming import step_timings, stream_step
 from recurrent_attention.bench.training import (
     FAMILY_TASKS,
     NO_MIXING,
@@ -93,8 +96,9 @@ def step_table(rows: list[dict]) -> str:
         "| batch | N | Transformer µs | Aaren µs | Aaren / Transformer | Transformer ONNX µs "
         "| Aaren ONNX µs | ONNX: Aaren / Transformer | Transformer (torch.cat cache) µs "
         "| Transformer state MiB | Aaren state KiB | linear attention µs "
-        "| linear attention / Transformer | linear attention state KiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| linear attention / Transformer | linear attention state KiB | linear attention / Aaren "
+        "| linear attention ONNX µs | ONNX: linear attention / Aaren |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for batch, n in sorted({(r["batch"], r["n"]) for r in rows}):
         t, a = cell[("transformer", batch, n)], cell[("aaren", batch, n)]
@@ -107,12 +111,14 @@ def step_table(rows: list[dict]) -> str:
             f"{_us(us['aaren_onnx'])} | {_ratio(us['aaren_onnx'], us['transformer_onnx'])} | "
             f"{_us(us['transformer_cat'])} | {t['state_bytes'] / 2**20:.1f} | {_kib(a)} | "
             f"{'' if linear is None else _us(linear_us)} | {_ratio(linear_us, t['us_per_token'])} | "
-            f"{_kib(linear)} |"
+            f"{_kib(linear)} | {_ratio(linear_us, a['us_per_token'])} | "
+            f"{'' if us['linear_attention_onnx'] is None else _us(us['linear_attention_onnx'])} | "
+            f"{_ratio(us['linear_attention_onnx'], us['aaren_onnx'])} |"
         )
     return "\n".join(lines)
 
 
-_EXTRA_STEPS = ("transformer_onnx", "aaren_onnx", "transformer_cat")
+_EXTRA_STEPS = ("transformer_onnx", "aaren_onnx", "linear_attention_onnx", "transformer_cat")
 
 
 def _rates(rows: list[dict]) -> str:
@@ -254,6 +260,7 @@ def targets_table(report: dict) -> str:
             True,
         )
     )
+    rows += linear_targets(steps, op)
     ceilings = aaren_speedups(report["training"], NO_MIXING)
     for family, speedup in aaren_speedups(report["training"]).items():
         rows.append(
@@ -268,25 +275,73 @@ def targets_table(report: dict) -> str:
     return "\n".join(rows)
 
 
+def _median(values: list[float]) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
+
+
+def linear_targets(
+    steps: dict[tuple[str, int, int], float | None], op: dict[tuple[str, int], float]
+) -> list[str]:
+    """Linear attention's targets: its chunked training path no slower than the
+    Transformer's attention (SDPA) at every N >= 512 (the worst N is the figure), and its deployed
+    and exported batch-1 steps within 1.2x of Aaren's (the median over the N; a state of constant
+    size makes the N alike)."""
+    chunked = [
+        op[("linear_chunked", n)] / op[("sdpa", n)]
+        for path, n in op
+        if path == "linear_chunked" and n >= 512 and op.get((path, n)) and op.get(("sdpa", n))
+    ]
+    rows = [
+        _target(
+            "linear attention chunked / Transformer (SDPA) fwd+bwd, worst N >= 512",
+            max(chunked) if chunked else None,
+            1.0,
+            True,
+        )
+    ]
+    for label, linear, aaren in (
+        ("", "linear_attention", "aaren"),
+        (" ONNX", "linear_attention_onnx", "aaren_onnx"),
+    ):
+        ratios = [
+            steps[(linear, 1, n)] / steps[(aaren, 1, n)]
+            for (model, batch, n) in steps
+            if model == linear and batch == 1 and steps.get((linear, 1, n)) and steps.get((aaren, 1, n))
+        ]
+        rows.append(
+            _target(
+                f"linear attention{label} step / Aaren{label} step, batch 1 (median over the N)",
+                _median(ratios),
+                1.2,
+                True,
+            )
+        )
+    return rows
+
+
 def exported_steps(models: dict, folder: Path) -> tuple[dict, dict[str, Path]]:
-    """Both models' steps exported to ONNX: each started from that model's state (see
+    """Every model's step exported to ONNX: each started from that model's state (see
     ``step_timings``), and the files they were written to."""
-    from recurrent_attention.deploy.onnx_aaren import OnnxStream, export_onnx
     from recurrent_attention.deploy.onnx_kv import OnnxKVStream, export_transformer_onnx
 
-    aaren = export_onnx(models["aaren"], folder / "aaren.onnx")
-    transformer = export_transformer_onnx(models["transformer"], folder / "transformer.onnx")
-    steps = {
-        "aaren_onnx": (
-            "aaren",
-            lambda state: stream_step(OnnxStream(aaren, state)),
-        ),
-        "transformer_onnx": (
-            "transformer",
-            lambda state: stream_step(OnnxKVStream(transformer, state, capacity=state[0].k.shape[-2])),
-        ),
-    }
-    return steps, {"aaren_onnx": aaren, "transformer_onnx": transformer}
+    files, steps = {}, {}
+    for name in ("aaren", "linear_attention"):
+        model_class = type(models[name])
+        path = files[f"{name}_onnx"] = EXPORTS[model_class][0](models[name], folder / f"{name}.onnx")
+        steps[f"{name}_onnx"] = (
+            name,
+            lambda state, model_class=model_class, path=path: stream_step(
+                exported_stream(model_class, path, state)
+            ),
+        )
+    transformer = files["transformer_onnx"] = export_transformer_onnx(
+        models["transformer"], folder / "transformer.onnx"
+    )
+    steps["transformer_onnx"] = (
+        "transformer",
+        lambda state: stream_step(OnnxKVStream(transformer, state, capacity=state[0].k.shape[-2])),
+    )
+    return steps, files
 
 
 def stream_specs(
@@ -295,8 +350,9 @@ def stream_specs(
     """Figure 5's streams from an empty state: each model's step, then each exported step (an
     exported Transformer's cache is allocated at ``capacity`` slots up front, so its state is that)."""
     specs = {name: StreamSpec.of(model, arguments) for name, model in models.items()}
-    if "aaren_onnx" in files:
-        specs["aaren_onnx"] = StreamSpec.of(models["aaren"], arguments, files["aaren_onnx"])
+    for name in ("aaren", "linear_attention"):
+        if f"{name}_onnx" in files:
+            specs[f"{name}_onnx"] = StreamSpec.of(models[name], arguments, files[f"{name}_onnx"])
     if "transformer_onnx" in files:
         specs["transformer_onnx"] = StreamSpec.of(
             models["transformer"], arguments, files["transformer_onnx"], capacity
@@ -322,6 +378,37 @@ def stream_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+_FAMILY_MODELS = ("transformer", "aaren", "linear_attention")
+
+
+def family_stream_table(rows: list[dict]) -> str:
+    """One row per family: each model's µs per unit and per token, and the ratios to the Transformer
+    and linear attention's to Aaren (blank where a model has no stream in the family)."""
+    cell = {(r["family"], r["model"]): r for r in rows}
+    lines = [
+        "| family | unit (tokens) | Transformer µs/unit | Aaren µs/unit | linear attention µs/unit "
+        "| Transformer µs/token | Aaren µs/token | linear attention µs/token | Aaren / Transformer "
+        "| linear attention / Transformer | linear attention / Aaren |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for family in dict.fromkeys(r["family"] for r in rows):
+        got = {m: cell.get((family, m), {}) for m in _FAMILY_MODELS}
+        unit = next(r for r in got.values() if r)
+        per_unit = [got[m].get("us_per_unit") for m in _FAMILY_MODELS]
+        per_token = [got[m].get("us_per_token") for m in _FAMILY_MODELS]
+        t, a, lin = per_unit
+        cells = [
+            f"{unit['unit']} ({unit['tokens_per_unit']})",
+            *("n/a" if v is None else f"{v:.0f}" for v in per_unit),
+            *("n/a" if v is None else f"{v:.1f}" for v in per_token),
+            _ratio(a, t),
+            _ratio(lin, t),
+            _ratio(lin, a),
+        ]
+        lines.append(f"| {family} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def invocation(argv: list[str]) -> str:
     """This run's command line with what else sets its speed: the thread count the environment asks
     for and the process's nice level (a figure means something only beside how it was measured)."""
@@ -340,6 +427,7 @@ QUICK = {
     "contexts": [128, 512],
     "batches": [1],
     "stream_tokens": 1024,
+    "family_units": 16,
     "rounds": 1,
     "train_steps": 5,
     "train_seconds": 1.0,
@@ -387,10 +475,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--stream-tokens", type=int, default=16384, help="Figure 5: tokens each model streams from empty"
     )
     parser.add_argument(
+        "--family-units",
+        type=int,
+        default=256,
+        help="units (tokens, environment steps, events) each family's stream runs; video runs 1/8 of them",
+    )
+    parser.add_argument(
         "--skip",
         nargs="*",
         default=[],
-        choices=["operator", "steps", "export", "stream", "training", "compile"],
+        choices=["operator", "steps", "export", "stream", "families", "training", "compile"],
     )
     parser.add_argument(
         "--threads",
@@ -451,6 +545,13 @@ def main(argv: list[str] | None = None) -> int:
             specs = stream_specs(models, arguments, files, args.stream_tokens)
             tokens = torch.randn(args.stream_tokens, 1, d)
             stream = stream_rows(stream_costs(specs, tokens, progress=progress, threads=args.threads))
+        families = []
+        if "families" not in args.skip:
+            families = family_stream_rows(
+                family_stream_timings(
+                    d, 4, args.stream_layers, args.family_units, args.rounds, progress=progress
+                )
+            )
         training = []
         if "training" not in args.skip:
             training = training_rows(
@@ -478,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": steps,
         "roofline": roofline,
         "stream": stream,
+        "families": families,
         "training": training,
     }
     markdown = "\n\n".join(
@@ -496,9 +598,9 @@ def main(argv: list[str] | None = None) -> int:
             "a KV cache preallocated past the timed steps and written in place, one query with no "
             "mask); the torch.cat column grows the cache by concatenation every token (the "
             "block-by-block step under autograd). Linear attention (Katharopoulos et al. 2020) is its "
-            "lean step (fused q/k/v, `(S, z)` updated by one batched outer product; no exported "
-            "form), with a constant state `(S, z)` per layer "
-            f"like Aaren's `(m, u, w)`. Parameters: {report['params']}.",
+            "lean step (fused q/k/v, `(S, z)` updated by one batched outer product) and its "
+            "exported step (`deploy/onnx_linear.py`: `S` and `z` one tensor per layer), with a "
+            f"constant state `(S, z)` per layer like Aaren's `(m, u, w)`. Parameters: {report['params']}.",
             step_table(steps) if steps else "(skipped)",
             "## Each step against this machine's bound",
             "The least time a step could take here: the larger of its FLOPs (matmul FLOPs the model's "
@@ -507,8 +609,21 @@ def main(argv: list[str] | None = None) -> int:
             "run's rate of reading a buffer of that size (rounded down to a power of two); "
             "the multiple is µs / bound (1.0: the machine's limit). docs/bench.md explains it.",
             roofline_table(roofline) if roofline else "(skipped)",
+            "## Each family's stream, per token (batch 1)",
+            "Where a family streams, one unit at a time through its deployment path "
+            "(bench/family_streams.py; each stream tested equal to the model's own step): the bare "
+            "backbone step (`deploy.fast_stepper`), RL's stream mode (`StreamPolicy`: one environment "
+            "step is 3 tokens and the action), EF's `EventStream` (one event), video's causal "
+            "TimeSformer `step` (one 64x64 frame: 16 patch rows through the time mixer's lean step, "
+            "and the class token; the softmax time mixer has no per-frame step). The stream model "
+            f"({report['stream_model']}) with the family's head; a stream of {args.family_units} "
+            f"units ({max(args.family_units // 8, 8)} frames) from empty, run {args.rounds} time(s): "
+            "the mean over the units of each unit's fastest µs; per token: per unit / the unit's tokens.",
+            family_stream_table(families) if families else "(skipped)",
             f"## Aaren operator vs causal SDPA ({report['operator_shape']})",
-            "Fastest of at least 3 forward+backward calls (after one warm-up) of each.",
+            "Fastest of at least 3 forward+backward calls (after one warm-up) of each. "
+            "`linear_chunked`: linear attention's chunked training form on SDPA's queries, keys and "
+            "values (feature map included, chunks of 64, the model's default).",
             operator_table(operator) if operator else "(skipped)",
             f"## Figure 5: streaming {args.stream_tokens} tokens from an empty state (batch 1)",
             "Cumulative seconds of all N steps, the bytes the state holds after N tokens (a KV "

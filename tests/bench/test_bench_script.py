@@ -72,10 +72,12 @@ def test_the_training_table_gives_linear_attentions_rate_and_ratio(bench_script)
 
 
 def _step_rows(linear: bool) -> list[dict]:
-    """Batch 1 at N = 128: Transformer 200 µs (2 MiB cache), Aaren 50 µs, linear attention 80 µs."""
-    cells = {"transformer": (200.0, 2 * 2**20), "aaren": (50.0, 3072)}
+    """Batch 1 at N = 128: Transformer 200 µs (2 MiB cache), Aaren 50 µs, linear attention 80 µs;
+    exported: Aaren 40 µs, linear attention 44 µs."""
+    cells = {"transformer": (200.0, 2 * 2**20), "aaren": (50.0, 3072), "aaren_onnx": (40.0, 3072)}
     if linear:
         cells["linear_attention"] = (80.0, 33792)
+        cells["linear_attention_onnx"] = (44.0, 33792)
     return [
         {"model": m, "batch": 1, "n": 128, "us_per_token": us, "state_bytes": b, "note": ""}
         for m, (us, b) in cells.items()
@@ -85,17 +87,18 @@ def _step_rows(linear: bool) -> list[dict]:
 def test_the_step_table_gives_linear_attentions_step_ratio_and_state(bench_script) -> None:
     header, _, row = bench_script.step_table(_step_rows(linear=True)).splitlines()
     assert header.endswith(
-        "| linear attention µs | linear attention / Transformer | linear attention state KiB |"
+        "| linear attention µs | linear attention / Transformer | linear attention state KiB "
+        "| linear attention / Aaren | linear attention ONNX µs | ONNX: linear attention / Aaren |"
     )
-    assert row.endswith("| 2.0 | 3.0 | 80 | 0.400x | 33.0 |")
+    assert row.endswith("| 2.0 | 3.0 | 80 | 0.400x | 33.0 | 1.600x | 44 | 1.100x |")
     # a report from before linear attention was timed still renders, its columns blank
     (old,) = bench_script.step_table(_step_rows(linear=False)).splitlines()[2:]
-    assert old.endswith("| 2.0 | 3.0 |  |  |  |")
+    assert old.endswith("| 2.0 | 3.0 |  |  |  |  |  |  |")
 
 
 def test_linear_attention_leaves_aarens_targets_as_they_were(bench_script) -> None:
-    """The targets compare Aaren with the Transformer only: adding linear attention's rows to a report
-    changes no target row, and no target names it."""
+    """Aaren's targets compare Aaren with the Transformer only: adding linear attention's rows to a
+    report changes none of them; linear attention's own targets read "not measured" without them."""
     steps = [{**r, "batch": b, "n": n} for r in _step_rows(linear=True) for b in (1, 64) for n in (128, 8192)]
     report = {
         "steps": steps,
@@ -107,10 +110,50 @@ def test_linear_attention_leaves_aarens_targets_as_they_were(bench_script) -> No
         "steps": [r for r in steps if r["model"] != "linear_attention"],
         "training": [r for r in report["training"] if r["model"] != "linear_attention"],
     }
-    table = bench_script.targets_table(report)
-    assert table == bench_script.targets_table(without)
+    table, table_without = bench_script.targets_table(report), bench_script.targets_table(without)
+
+    def aarens(text: str) -> list[str]:
+        return [row for row in text.splitlines() if "linear" not in row]
+
+    assert aarens(table) == aarens(table_without)
     assert "| Aaren step / lean Transformer step, N=128, batch 1 <= 0.5x | 0.250x | met |" in table
-    assert "linear" not in table.lower()
+    assert "| linear attention step / Aaren step, batch 1 (median over the N) | not measured | |" in (
+        table_without
+    )
+
+
+def test_linear_attentions_targets_take_the_worst_n_and_the_median_step(bench_script) -> None:
+    """The chunked path must hold at every N >= 512 (N=96 does not count); the steps: batch 1 only."""
+    seconds = {
+        ("sdpa", 96): 1.0,
+        ("linear_chunked", 96): 5.0,
+        ("sdpa", 512): 1.0,
+        ("linear_chunked", 512): 0.5,
+    }
+    seconds |= {("sdpa", 2048): 2.0, ("linear_chunked", 2048): 1.8}
+    steps = [{**r, "n": n} for r in _step_rows(linear=True) for n in (128, 512, 2048)]
+    slow_64 = {"linear_attention": 1000.0, "linear_attention_onnx": 1000.0}  # batch 64: left out
+    steps += [{**r, "batch": 64, "us_per_token": slow_64.get(r["model"], 1.0)} for r in steps]
+    (slow,) = [r for r in steps if (r["model"], r["batch"], r["n"]) == ("linear_attention", 1, 2048)]
+    slow["us_per_token"] = 500.0  # one disturbed N: the median is the other two's 80 / 50
+    report = {
+        "steps": steps,
+        "operator": [{"path": p, "n": n, "seconds": s} for (p, n), s in seconds.items()],
+        "training": [],
+    }
+    table = bench_script.targets_table(report)
+    assert (
+        "| linear attention chunked / Transformer (SDPA) fwd+bwd, worst N >= 512 <= 1x | 0.900x | met |"
+        in table
+    )
+    assert (
+        "| linear attention step / Aaren step, batch 1 (median over the N) <= 1.2x | 1.600x | MISSED |"
+        in table
+    )
+    assert (
+        "| linear attention ONNX step / Aaren ONNX step, batch 1 (median over the N) <= 1.2x | 1.100x | met |"
+        in (table)
+    )
 
 
 def test_quick_is_a_few_sizes_one_round_and_leaves_the_committed_bench_alone(bench_script) -> None:
@@ -146,3 +189,16 @@ def test_the_compiled_table_gives_each_models_compiled_over_eager_ratio(bench_sc
     assert row == "| ef | ef/mimic | 0.500x | 1.500x |"
     assert "compiled" not in bench_script.training_table(rows)  # the eager table is unchanged
     assert "compile" in bench_script.parse_args(["--quick"]).skip  # a first look compiles nothing
+
+
+def test_the_family_stream_table_gives_per_unit_per_token_and_ratios(bench_script) -> None:
+    models = ("transformer", "aaren", "linear_attention")
+    rows = [
+        {"family": family, "model": model, "unit": "u", "tokens_per_unit": tokens, "note": ""}
+        | {"us_per_unit": us, "us_per_token": None if us is None else us / tokens}
+        for family, tokens, times in (("rl", 3, (600.0, 300.0, 450.0)), ("video", 17, (None, 170.0, 340.0)))
+        for model, us in zip(models, times, strict=True)
+    ]
+    _, _, rl, video = bench_script.family_stream_table(rows).splitlines()
+    assert rl == "| rl | u (3) | 600 | 300 | 450 | 200.0 | 100.0 | 150.0 | 0.500x | 0.750x | 1.500x |"
+    assert video == "| video | u (17) | n/a | 170 | 340 | n/a | 10.0 | 20.0 |  |  | 2.000x |"

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from recurrent_attention.deploy.onnx_aaren import (
-    LaneStep,
-    OnnxStep,
-    OnnxStream,
-    export_onnx,
-    lane_state,
-    scan_state,
-    state_names,
-)
+from recurrent_attention.deploy.onnx_aaren import OnnxStream, export_onnx, lane_state, lane_step, scan_state
 from recurrent_attention.deploy.onnx_io import onnx_session
+from recurrent_attention.deploy.onnx_state import OnnxStep, state_names
 from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.ops import ScanState
+from tests.helpers.onnx import needs_onnx
 
 D_MODEL, HEADS, LAYERS = 16, 4, 2
-needs_onnx = pytest.mark.skipif(
-    any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnxscript")),
-    reason="the deploy extra (onnxruntime, onnxscript) is not installed",
-)
 
 
 def model(**options: object) -> Aaren:
@@ -48,14 +38,14 @@ def test_lane_state_round_trips_and_repeats_each_head_over_its_lanes() -> None:
     d_head = D_MODEL // HEADS
     torch.testing.assert_close(lanes[0][:, d_head : 2 * d_head], state[0].m[:, 1:2].expand(3, d_head))
     assert_states_close(scan_state(lanes, HEADS), state, rtol=0, atol=0)
-    assert state_names(LAYERS) == ["m0", "u0", "w0", "m1", "u1", "w1"]
+    assert state_names(LAYERS, ScanState._fields) == ["m0", "u0", "w0", "m1", "u1", "w1"]
 
 
 @pytest.mark.parametrize("options", [{}, {"norm_first": True, "final_norm": False}])
 def test_lane_step_equals_the_eager_step(options: dict) -> None:
     """The graph's eager form against the model's step over 20 tokens from an empty state (float64)."""
     m = model(**options).double()
-    graph = LaneStep(m, torch.float64)
+    graph = lane_step(m, torch.float64)
     x = torch.randn(20, 3, D_MODEL, dtype=torch.float64) * 3.0
     state = m.init_state(3, dtype=torch.float64)
     lanes = lane_state(state)

@@ -14,13 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from recurrent_attention.models.linear_attention import (
-    FORMS,
-    LinearAttention,
-    LinearState,
-    LinearTransformer,
-    feature_map,
-)
+from recurrent_attention.models.linear_attention import LinearAttention, LinearTransformer, feature_map
+from recurrent_attention.ops.linear_forms import FORMS, LinearState
 
 EPS = 1e-6  # the reference implementation's (fast-transformers), written here, not imported
 TOL = {"rtol": 1e-12, "atol": 1e-12}

@@ -1,7 +1,11 @@
-"""Forward+backward time of each prefix-attention path against causal SDPA at growing N.
+"""Forward+backward time of each prefix-attention path, and of linear attention's chunked form,
+against causal SDPA at growing N.
 
 SDPA computes full causal attention (a query per token); Aaren's operator has one query per head,
-so both produce N outputs per head from the same scores/values budget. Shapes: (B, H, N, d_head).
+so both produce N outputs per head from the same scores/values budget. Linear attention
+(``linear_chunked``) takes SDPA's own queries, keys and values through its feature map and chunked
+form (:mod:`~recurrent_attention.ops.linear_forms`, at the model's default chunk size): the training
+path a linear-attention layer runs where a Transformer's runs SDPA. Shapes: (B, H, N, d_head).
 """
 
 from __future__ import annotations
@@ -13,7 +17,12 @@ import torch
 import torch.nn.functional as F
 
 from recurrent_attention.bench.timing import time_call
+from recurrent_attention.models.linear_attention import feature_map
 from recurrent_attention.ops import attention_chunked, attention_recurrent, attention_scan
+from recurrent_attention.ops.linear_forms import LinearState, chunked
+
+LINEAR_CHUNK = 64
+"""Linear attention's chunk size: the model's default (``conf/model/linear_attention.yaml``)."""
 
 
 @dataclass
@@ -30,6 +39,12 @@ def _fwd_bwd_sdpa(q, k, v) -> None:
 
 def _fwd_bwd_prefix(fn, scores, v) -> None:
     fn(scores, v)[0].sum().backward()
+
+
+def _fwd_bwd_linear(q, k, v) -> None:
+    batch_shape, d_head = q.shape[:-2], q.shape[-1]
+    empty = LinearState(q.new_zeros(*batch_shape, d_head, d_head), q.new_zeros(*batch_shape, d_head))
+    chunked(feature_map(q), feature_map(k), v, empty, LINEAR_CHUNK)[0].sum().backward()
 
 
 PREFIX_PATHS = {"chunked": attention_chunked, "scan": attention_scan, "recurrent": attention_recurrent}
@@ -60,6 +75,11 @@ def operator_timings(
         if progress:
             progress(f"N={n} sdpa")
         results.append(OperatorTiming("sdpa", n, time_call(partial(_fwd_bwd_sdpa, q, k, v), dev, budget)))
+        # next to SDPA, on its tensors, before the Aaren paths' many allocations change the heap
+        if progress:
+            progress(f"N={n} linear_chunked")
+        seconds = time_call(partial(_fwd_bwd_linear, q, k, v), dev, budget)
+        results.append(OperatorTiming("linear_chunked", n, seconds))
         for name, fn in PREFIX_PATHS.items():
             if name == "recurrent" and n > max_recurrent_n:
                 results.append(

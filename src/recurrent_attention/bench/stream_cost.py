@@ -24,9 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from recurrent_attention.bench.streaming import state_bytes, stream_step
+from recurrent_attention.bench.streaming import exported_stream, state_bytes, stream_step
 from recurrent_attention.deploy import fast_stepper
-from recurrent_attention.deploy.onnx_aaren import OnnxStream
 from recurrent_attention.deploy.onnx_kv import OnnxKVStream
 from recurrent_attention.models.base import Backbone
 
@@ -56,9 +55,10 @@ class StreamRunner:
 @dataclass
 class StreamSpec:
     """What a fresh process needs to build one stream: the backbone (class, arguments and weights),
-    and for an exported step the ONNX file it runs instead of the eager step (Aaren's through
-    :class:`~recurrent_attention.deploy.onnx_aaren.OnnxStream`, the Transformer's through
-    :class:`~recurrent_attention.deploy.onnx_kv.OnnxKVStream` with a cache of ``capacity`` slots)."""
+    and for an exported step the ONNX file it runs instead of the eager step (Aaren's and linear
+    attention's through :func:`~recurrent_attention.bench.streaming.exported_stream`, the
+    Transformer's through :class:`~recurrent_attention.deploy.onnx_kv.OnnxKVStream` with a cache of
+    ``capacity`` slots)."""
 
     model_class: type[Backbone]
     arguments: dict
@@ -84,7 +84,7 @@ class StreamSpec:
             stream = OnnxKVStream(self.onnx, empty, self.capacity)
             held = stream.cache_bytes
         else:
-            stream = OnnxStream(self.onnx, empty)
+            stream = exported_stream(self.model_class, self.onnx, empty)
             held = stream.state_bytes
         return StreamRunner(stream_step(stream), None, lambda _: held, numpy=True)
 

@@ -23,12 +23,15 @@ import torch
 
 from recurrent_attention.deploy import fast_stepper
 from recurrent_attention.deploy.kv_cache import with_capacity
-from recurrent_attention.deploy.onnx_aaren import OnnxStream
+from recurrent_attention.deploy.onnx_aaren import OnnxStream, export_onnx
+from recurrent_attention.deploy.onnx_linear import OnnxLinearStream, export_linear_onnx
+from recurrent_attention.deploy.onnx_state import StateStream
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.models.base import Backbone, State
-from recurrent_attention.models.linear_attention import LinearState, LinearTransformer
+from recurrent_attention.models.linear_attention import LinearTransformer
 from recurrent_attention.models.transformer import KVCache, Transformer
 from recurrent_attention.ops import ScanState
+from recurrent_attention.ops.linear_forms import LinearState
 
 EXPORTED_STEPS = 66  # tokens an exported step runs (2 untimed): its fastest of 64 is kept
 
@@ -122,21 +125,35 @@ def fastest_seconds_per_step(
     return fastest
 
 
+EXPORTS: dict[type, tuple[Callable[[Backbone, str | Path], Path], type[StateStream]]] = {
+    Aaren: (export_onnx, OnnxStream),
+    LinearTransformer: (export_linear_onnx, OnnxLinearStream),
+}
+"""The backbones whose step exports with its constant-size state: the export and the stream that runs it."""
+
+
+def exported_stream(model_class: type, path: str | Path, state: State, threads: int = 1) -> StateStream:
+    """The onnxruntime stream of a ``model_class`` step exported to ``path``, started from ``state``."""
+    return EXPORTS[model_class][1](path, state, threads)
+
+
 def stream_step(stream: OnnxStream) -> Callable[[np.ndarray, object], tuple[np.ndarray, None]]:
     """``stream.push`` in the ``(x_t, state) -> (y_t, state)`` form the step timers call (the stream
     holds the state, so none is passed). Any stream with ``push`` fits (the exported Transformer's too)."""
     return lambda x_t, _state: (stream.push(x_t), None)
 
 
-def check_and_time(backbone: Aaren, path: str | Path, tokens: int, threads: int = 1, seed: int = 0) -> dict:
-    """Max |exported - eager| over ``tokens`` steps at batch 1 (:class:`OnnxStream` of the step
-    exported to ``path``; eager: :func:`~recurrent_attention.deploy.fast_stepper`'s), and the
-    fastest µs per token of each."""
+def check_and_time(
+    backbone: Backbone, path: str | Path, tokens: int, threads: int = 1, seed: int = 0
+) -> dict:
+    """Max |exported - eager| over ``tokens`` steps at batch 1 (:func:`exported_stream` of the step
+    exported to ``path``, Aaren's or linear attention's; eager:
+    :func:`~recurrent_attention.deploy.fast_stepper`'s), and the fastest µs per token of each."""
     backbone = backbone.float().eval()
     eager = fast_stepper(backbone)
     x = torch.randn(tokens, 1, backbone.d_model, generator=torch.Generator().manual_seed(seed))
     state = backbone.init_state(1)
-    stream = OnnxStream(path, state, threads)
+    stream = exported_stream(type(backbone), path, state, threads)
     worst = 0.0
     with torch.no_grad():
         for x_t in x:

@@ -1,8 +1,9 @@
-"""``scripts/export_step.py``: export a trained run's Aaren step to ONNX, check it against the eager
-step token after token, and print both per-token latencies.
+"""``scripts/export_step.py``: export a trained run's Aaren or linear-attention step to ONNX, check it
+against the eager step token after token, and print both per-token latencies.
 
 The three layers it joins stay apart: the run comes from ``runs.finished`` (the one loader of a
-finished run), the export from ``deploy.onnx_aaren``, the check and timing from ``bench.streaming``.
+finished run), the export from ``deploy.onnx_aaren`` or ``deploy.onnx_linear`` (by way of
+``bench.streaming.EXPORTS``), the check and timing from ``bench.streaming``.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from pathlib import Path
 
 import torch
 
-from recurrent_attention.bench.streaming import check_and_time
-from recurrent_attention.deploy.onnx_aaren import export_onnx
+from recurrent_attention.bench.streaming import EXPORTS, check_and_time
 from recurrent_attention.models.aaren import Aaren
 from recurrent_attention.runs.finished import RunFolderError, load_finished_run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="Export Aaren's step (state as explicit inputs/outputs) to ONNX and check it."
+        description="Export Aaren's or linear attention's step (state as explicit inputs/outputs) "
+        "to ONNX and check it."
     )
     parser.add_argument("run", nargs="?", type=Path, help="a train.py run folder (omit: an untrained demo)")
     parser.add_argument("--out", type=Path, default=Path("aaren_step.onnx"))
@@ -39,10 +40,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except RunFolderError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        if not isinstance(backbone, Aaren):
-            print(f"error: {args.run} trained {type(backbone).__name__}; only Aaren exports", file=sys.stderr)
+        if type(backbone) not in EXPORTS:
+            exporting = " and ".join(cls.__name__ for cls in EXPORTS)
+            print(
+                f"error: {args.run} trained {type(backbone).__name__}; only {exporting} export",
+                file=sys.stderr,
+            )
             return 2
-    path = export_onnx(backbone, args.out)
+    path = EXPORTS[type(backbone)][0](backbone, args.out)
     result = check_and_time(backbone, path, args.tokens, args.threads)
     print(
         f"wrote {path}; {args.tokens} tokens: max |onnx - eager| = {result['max_abs_diff']:.2e}; "

@@ -9,8 +9,9 @@ caches here, never in the model:
   lays out each attention's: softmax, Aaren, linear; :mod:`~.kv_cache` grows a Transformer's cache
   in place);
 - :mod:`~.compiled`: :class:`CompiledStepper`, Aaren's and linear attention's lean steps as one C++ call;
-- :mod:`~.onnx_aaren` and :mod:`~.onnx_kv`: Aaren's and the Transformer's steps as ONNX graphs
-  with onnxruntime streams (:mod:`~.onnx_io` writes and opens the files).
+- :mod:`~.onnx_aaren`, :mod:`~.onnx_linear` and :mod:`~.onnx_kv`: Aaren's, linear attention's and
+  the Transformer's steps as ONNX graphs with onnxruntime streams (:mod:`~.onnx_state` holds what
+  the two constant-state exports share, :mod:`~.onnx_io` writes and opens the files).
 
 :func:`fast_stepper` picks the fastest wrapper for a backbone. The import direction is one way:
 this package imports ``models`` and ``ops``; neither imports it.

@@ -18,9 +18,10 @@ from torch import Tensor, nn
 from recurrent_attention.deploy.kv_cache import append
 from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.models.base import State
-from recurrent_attention.models.linear_attention import EPS, LinearAttention, LinearState, feature_map
+from recurrent_attention.models.linear_attention import LinearAttention, feature_map
 from recurrent_attention.models.transformer import CausalSelfAttention, KVCache
 from recurrent_attention.ops import ScanState, attention_step
+from recurrent_attention.ops.linear_forms import EPS, LinearState
 
 Mixer = Callable[[Tensor, State], tuple[Tensor, State]]
 """A one-token mixer: ``(x (B, d_model), state) -> (mixed (B, d_model), state)``."""

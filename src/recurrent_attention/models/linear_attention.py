@@ -11,12 +11,11 @@ so the state ``(S, z)`` per layer and head has a constant size, ``d_head x d_hea
 the closest relative of Aaren (also a constant-size state, but of a softmax with a learned query).
 ``eps`` is the reference implementation's 1e-6 (fast-transformers' ``CausalLinearAttention``).
 
-``path`` picks how ``forward`` computes the sums; all three agree to float64 precision:
-
-- ``parallel``: ``S_i``, ``z_i`` as cumulative sums over the tokens (memory ``N x d_head^2`` per head);
-- ``chunked`` (default): chunks of ``chunk_size`` tokens, inside a chunk the masked products
-  ``(phi(Q) phi(K)^T ⊙ causal) V``, between chunks the carried ``(S, z)`` (memory ``chunk^2 + d_head^2``);
-- ``recurrent``: token by token, the form :meth:`LinearAttention.step` takes.
+``path`` picks how ``forward`` computes the sums, one of the three forms in
+:mod:`~recurrent_attention.ops.linear_forms` (beside Aaren's in ``ops/``), which agree to float64
+precision: ``chunked`` (default; chunks of ``chunk_size`` tokens, masked products inside a chunk, the
+state summed across), ``parallel`` (cumulative sums) and ``recurrent`` (token by token, the form
+:meth:`LinearAttention.step` takes).
 
 The blocks around it are every backbone's (:class:`~recurrent_attention.models.blocks.LayerStack`).
 There is no attention matrix to drop, so there is no attention-probability dropout.
@@ -24,23 +23,12 @@ There is no attention matrix to drop, so there is no attention-probability dropo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from recurrent_attention.models.blocks import HeadProjections, LayerStack
-
-EPS = 1e-6
-
-
-class LinearState(NamedTuple):
-    """Per head: ``s (B, H, d_head, d_head) = sum phi(k_j) v_j^T`` and ``z (B, H, d_head) = sum phi(k_j)``."""
-
-    s: Tensor
-    z: Tensor
+from recurrent_attention.ops.linear_forms import FORMS, LinearState, recurrent_step
 
 
 def feature_map(x: Tensor) -> Tensor:
@@ -50,67 +38,6 @@ def feature_map(x: Tensor) -> Tensor:
     its gradient other strides in eager mode than torch.compile's trace assumes, and the compiled
     backward (``aot_eager``) fails on a ``view`` of it."""
     return F.elu(x.contiguous()) + 1
-
-
-def _normalised(numerator: Tensor, denominator: Tensor) -> Tensor:
-    return numerator / (denominator.unsqueeze(-1) + EPS)
-
-
-def recurrent_step(q: Tensor, k: Tensor, v: Tensor, state: LinearState) -> tuple[Tensor, LinearState]:
-    """One token: features ``q, k`` and values ``v`` ``(B, H, d_head)``; the state absorbs the token first."""
-    s = state.s + k.unsqueeze(-1) * v.unsqueeze(-2)
-    z = state.z + k
-    out = _normalised(torch.einsum("bhd,bhde->bhe", q, s), (q * z).sum(-1))
-    return out, LinearState(s, z)
-
-
-def recurrent(
-    q: Tensor, k: Tensor, v: Tensor, state: LinearState, chunk_size: int
-) -> tuple[Tensor, LinearState]:
-    """Token by token over ``(B, H, N, d_head)`` inputs (``chunk_size`` unused)."""
-    del chunk_size
-    outputs = []
-    for t in range(q.shape[-2]):
-        out, state = recurrent_step(q[..., t, :], k[..., t, :], v[..., t, :], state)
-        outputs.append(out)
-    return torch.stack(outputs, dim=-2) if outputs else v.clone(), state
-
-
-def parallel(
-    q: Tensor, k: Tensor, v: Tensor, state: LinearState, chunk_size: int
-) -> tuple[Tensor, LinearState]:
-    """Every ``S_i``, ``z_i`` at once as cumulative sums from the carried state (``chunk_size`` unused)."""
-    del chunk_size
-    if q.shape[-2] == 0:
-        return v.clone(), state
-    s = state.s.unsqueeze(-3) + torch.einsum("bhnd,bhne->bhnde", k, v).cumsum(-3)
-    z = state.z.unsqueeze(-2) + k.cumsum(-2)
-    out = _normalised(torch.einsum("bhnd,bhnde->bhne", q, s), (q * z).sum(-1))
-    return out, LinearState(s[..., -1, :, :], z[..., -1, :])
-
-
-def chunked(
-    q: Tensor, k: Tensor, v: Tensor, state: LinearState, chunk_size: int
-) -> tuple[Tensor, LinearState]:
-    """Chunks of ``chunk_size`` tokens: masked products inside a chunk, the carried state across."""
-    s, z = state
-    outputs = []
-    for start in range(0, q.shape[-2], chunk_size):
-        qc, kc, vc = (t[..., start : start + chunk_size, :] for t in (q, k, v))
-        weights = (qc @ kc.transpose(-1, -2)).tril()  # (B, H, c, c): phi(q_i)·phi(k_j), j <= i
-        numerator = qc @ s + weights @ vc
-        denominator = (qc @ z.unsqueeze(-1)).squeeze(-1) + weights.sum(-1)
-        outputs.append(_normalised(numerator, denominator))
-        s = s + kc.transpose(-1, -2) @ vc
-        z = z + kc.sum(-2)
-    return torch.cat(outputs, dim=-2) if outputs else v.clone(), LinearState(s, z)
-
-
-FORMS: dict[str, Callable[[Tensor, Tensor, Tensor, LinearState, int], tuple[Tensor, LinearState]]] = {
-    "chunked": chunked,
-    "parallel": parallel,
-    "recurrent": recurrent,
-}
 
 
 class LinearAttention(nn.Module):

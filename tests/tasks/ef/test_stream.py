@@ -1,4 +1,4 @@
-"""Event-by-event ``step`` predictions equal the parallel pass (float64), for both backbones."""
+"""Event-by-event ``step`` predictions equal the parallel pass (float64), for each deployed backbone."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import pytest
 import torch
 
 from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.models.linear_attention import LinearTransformer
 from recurrent_attention.tasks.ef.head import EventModel
 from recurrent_attention.tasks.ef.stream import EventStream, parallel_predictions, stream_predictions
 
 BACKBONES = {
     "aaren": lambda: Aaren(d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.1),
     "transformer": lambda: Transformer(d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.1),
+    "linear_attention": lambda: LinearTransformer(d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.1),
 }
 
 
