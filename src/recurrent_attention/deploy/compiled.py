@@ -27,8 +27,9 @@ from recurrent_attention.deploy.lean import LeanStepper, outside_autocast
 from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.models.base import State
 from recurrent_attention.models.blocks import LayerStack
-from recurrent_attention.models.linear_attention import EPS, LinearAttention, LinearState
+from recurrent_attention.models.linear_attention import LinearAttention
 from recurrent_attention.ops import ScanState, native
+from recurrent_attention.ops.linear_forms import EPS, LinearState
 
 
 class CompiledMixer(NamedTuple):
