@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
-from recurrent_attention.cli.mutants import OPERATORS, write_config
+from recurrent_attention.cli.mutants import write_config
 from recurrent_attention.results.mutants import write_report
 
 
@@ -67,17 +68,12 @@ def test_report_counts_each_outcome_and_scores_over_non_equivalent(tmp_path: Pat
 
 def test_config_filter_keeps_exactly_the_reduced_operators(tmp_path: Path) -> None:
     """The exclude regex the operators filter gets passes the kept operators and only them."""
-    import re
-
-    import tomllib
-
     write_config(tmp_path / "c.toml", "ops/scan.py", "true", 60)
-    config = tomllib.loads((tmp_path / "c.toml").read_text())["cosmic-ray"]
-    [exclude] = config["filters"]["operators-filter"]["exclude-operators"]
+    text = (tmp_path / "c.toml").read_text()
+    [exclude] = json.loads(re.search(r"^exclude-operators = (.*)$", text, re.M)[1])
     excluded = re.compile(exclude)
-    assert config["module-path"] == "src/recurrent_attention/ops/scan.py"
+    assert 'module-path = "src/recurrent_attention/ops/scan.py"' in text and "timeout = 60" in text
     assert not excluded.match("core/ReplaceBinaryOperator_Add_Sub")
     assert not excluded.match("core/NumberReplacer")
     assert excluded.match("core/ReplaceBinaryOperator_Add_BitXor")
     assert excluded.match("core/ReplaceBinaryOperator_Add_Sub2")
-    assert len(OPERATORS) == 5

@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,11 +39,15 @@ PKG = "src/recurrent_attention"
 WORK = ROOT / "outputs" / "mutants"
 SOCKET = WORK / "server.sock"
 
-# file to mutate -> the test files that exercise it (run in this order, so ops/ first, then models/,
-# then each family's metrics and likelihood code). Kept short: every mutant runs them.
+# file to mutate -> the test files that exercise it, run in this order: ops/, models/, then
+# ops/prefix_attention.py (579 mutants, hours: the rest are not kept waiting), then each family's metrics
+# and likelihood code. Kept short: every mutant runs them.
 TARGETS: dict[str, tuple[str, ...]] = {
-    "ops/scan.py": ("tests/ops/test_prefix_attention.py",),
-    "ops/prefix_attention.py": ("tests/ops/test_prefix_attention.py", "tests/ops/test_attention_op.py"),
+    "ops/scan.py": (
+        "tests/ops/test_prefix_attention.py",
+        "tests/models/test_aaren_fast_paths.py::test_attention_step_without_guards_equals_combine_on_finite_scores",
+        "tests/models/test_aaren_fast_paths.py::test_attention_step_equals_combine",
+    ),
     "ops/attention_op.py": ("tests/ops/test_attention_op.py",),
     "ops/categorical.py": ("tests/ops/test_categorical.py",),
     "ops/projection.py": ("tests/ops/test_native.py",),
@@ -55,6 +61,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "models/transformer.py": ("tests/models/test_backbone_contract.py",),
     "models/blocks.py": ("tests/models/test_backbone_contract.py", "tests/models/test_head_projections.py"),
     "models/base.py": ("tests/models/test_backbone_contract.py",),
+    "ops/prefix_attention.py": ("tests/ops/test_prefix_attention.py", "tests/ops/test_attention_op.py"),
     "tasks/ef/likelihood.py": ("tests/tasks/ef/test_likelihood.py", "tests/tasks/ef/test_meta_tpp_nll.py"),
     "tasks/ef/mixture.py": ("tests/tasks/ef/test_mixture.py", "tests/tasks/ef/test_likelihood.py"),
     "tasks/ef/metrics.py": ("tests/tasks/ef/test_likelihood.py", "tests/tasks/ef/test_meta_tpp_nll.py"),
@@ -178,8 +185,10 @@ def start_server(python: str, tree: Path) -> subprocess.Popen:
     return server
 
 
-def run_target(target: str, python: str, tree: Path, sessions: Path) -> None:
-    """Initialise (once) and run the pending mutants of one file; dump its results as JSON lines."""
+def run_target(target: str, python: str, tree: Path, sessions: Path, retest: bool = False) -> None:
+    """Initialise (once) and run the pending mutants of one file; dump its results as JSON lines.
+    The config is rewritten at every start (its timeout kept), so a change of :data:`TARGETS` applies;
+    ``retest`` sends the file's survivors back to pending first (after tests were added)."""
     name = slug(target)
     session, config = sessions / f"{name}.sqlite", sessions / f"{name}.toml"
     tests = TARGETS[target]
@@ -197,6 +206,12 @@ def run_target(target: str, python: str, tree: Path, sessions: Path) -> None:
         skip_definitions(partial, target)
         partial.rename(session)
         print(f"{target}: baseline {seconds:.0f} s, per-mutant timeout {timeout} s", flush=True)
+    else:
+        timeout = round(float(re.search(r"^timeout = (\S+)$", config.read_text(), re.M)[1])) - 60
+        write_config(config, target, test_command(python, tests, timeout), timeout + 60)
+        if retest:
+            with sqlite3.connect(session) as db:
+                db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
     cosmic_ray("exec", str(config), str(session), cwd=tree)
     dump(session)
 
@@ -217,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=[], help="targets whose path contains one of these")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the tests")
     parser.add_argument("--report-only", action="store_true", help="dump the sessions and write the report")
+    parser.add_argument("--retest-survivors", action="store_true", help="run each file's survivors again")
     args = parser.parse_args(argv)
     try:
         import cosmic_ray  # noqa: F401
@@ -240,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         server = start_server(args.python, tree)
         try:
             for target in targets:
-                run_target(target, args.python, tree, sessions)
+                run_target(target, args.python, tree, sessions, args.retest_survivors)
         finally:
             server.kill()
             server.wait()
