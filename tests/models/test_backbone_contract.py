@@ -42,7 +42,7 @@ import torch
 from hydra.utils import instantiate
 
 from recurrent_attention.config import CONFIG_DIR
-from recurrent_attention.models import Backbone, TransformerXL
+from recurrent_attention.models import Backbone, Transformer, TransformerXL
 from recurrent_attention.tasks.lm.module import detach_state
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config, sequence_backbones
 
@@ -173,3 +173,78 @@ def test_a_detached_state_continues_and_cuts_the_graph(name: str, overrides: tup
     torch.testing.assert_close(cut, kept, **TOL)
     cut.sum().backward()
     assert first.grad is None
+
+
+def naive_transformer(model: Transformer, x: torch.Tensor, reinject: torch.Tensor | None) -> torch.Tensor:
+    """The decoder written out from the textbook (eval mode, float64): per layer, each head's
+    ``softmax(q k^T / sqrt(d_head) + causal mask) v`` from the fused q/k/v rows, the output
+    projection, residuals around attention and a GELU/ReLU MLP, LayerNorm after (post-norm) or
+    before (pre-norm) each, the final LayerNorm; ``reinject`` added before every block but the first."""
+
+    def layer_norm(h: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
+        mean, var = h.mean(-1, keepdim=True), h.var(-1, unbiased=False, keepdim=True)
+        return (h - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+
+    n, d = x.shape[-2], x.shape[-1]
+    for i, block in enumerate(model.blocks):
+        if i and reinject is not None:
+            x = x + reinject
+        proj = block.mixer.proj
+        heads, d_head = proj.n_heads, d // proj.n_heads
+
+        def attention(h: torch.Tensor, proj=proj, heads=heads, d_head=d_head) -> torch.Tensor:
+            qkv = h @ proj.qkv.weight.T + proj.qkv.bias
+            q, k, v = qkv[..., :d], qkv[..., d : 2 * d], qkv[..., 2 * d :]
+            outs = []
+            for head in range(heads):
+                cols = slice(head * d_head, (head + 1) * d_head)
+                logits = q[..., cols] @ k[..., cols].transpose(-1, -2) / d_head**0.5
+                future = torch.ones(n, n, dtype=torch.bool).triu(1)
+                outs.append(torch.softmax(logits.masked_fill(future, float("-inf")), -1) @ v[..., cols])
+            return torch.cat(outs, -1) @ proj.out_proj.weight.T + proj.out_proj.bias
+
+        expand, act, _, contract = block.ff
+
+        def mlp(h: torch.Tensor, expand=expand, act=act, contract=contract) -> torch.Tensor:
+            hidden = h @ expand.weight.T + expand.bias
+            hidden = (
+                torch.relu(hidden) if isinstance(act, torch.nn.ReLU) else torch.nn.functional.gelu(hidden)
+            )
+            return hidden @ contract.weight.T + contract.bias
+
+        if block.norm_first:
+            x = x + attention(layer_norm(x, block.norm_mix))
+            x = x + mlp(layer_norm(x, block.norm_ff))
+        else:
+            x = layer_norm(x + attention(x), block.norm_mix)
+            x = layer_norm(x + mlp(x), block.norm_ff)
+    return layer_norm(x, model.norm) if isinstance(model.norm, torch.nn.LayerNorm) else x
+
+
+@pytest.mark.parametrize(
+    ("norm_first", "activation", "final_norm"), [(False, "gelu", True), (True, "relu", False)]
+)
+def test_transformer_equals_its_written_out_layers(
+    norm_first: bool, activation: str, final_norm: bool
+) -> None:
+    """Forward, forward continuing a cache and step against :func:`naive_transformer` (independent
+    truth: the shared blocks, the SDPA call and its cache mask, the head split, the MLP, the norms)."""
+    torch.manual_seed(0)
+    model = Transformer(8, 2, 2, 12, 0.0, activation=activation, norm_first=norm_first, final_norm=final_norm)
+    model = model.double().eval()
+    with torch.no_grad():  # LayerNorm weights and biases away from 1 and 0, so a swapped one shows
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.uniform_(0.5, 1.5), module.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(2, 7, 8, dtype=torch.float64)
+    reinject = torch.randn(2, 7, 8, dtype=torch.float64)
+    expected = naive_transformer(model, x, reinject)
+    torch.testing.assert_close(model(x, reinject=reinject)[0], expected, **TOL)
+    head, state = model(x[:, :3], reinject=reinject[:, :3])
+    tail, _ = model(x[:, 3:], state, reinject=reinject[:, 3:])
+    torch.testing.assert_close(torch.cat([head, tail], 1), expected, **TOL)
+    state, stepped = model.init_state(2, dtype=torch.float64), []
+    for t in range(7):
+        y_t, state = model.step(x[:, t], state, reinject=reinject[:, t])
+        stepped.append(y_t)
+    torch.testing.assert_close(torch.stack(stepped, 1), expected, **TOL)
