@@ -225,6 +225,15 @@ def dump(session: Path) -> None:
     session.with_suffix(".jsonl").write_text(out)
 
 
+def commit_of_checkout() -> str:
+    """HEAD's short hash, with ``-dirty`` where tracked files differ from it (they are what was copied)."""
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT, check=False).returncode != 0
+    return f"{head or 'unknown'}{'-dirty' if dirty else ''}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -244,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     targets = [t for t in TARGETS if not args.only or any(part in t for part in args.only)]
     if not args.report_only:
         sync_tree(tree)
+        with (WORK / "commits.txt").open("a") as log:  # the commits the sessions ran at, for the report
+            log.write(f"{commit_of_checkout()}\n")
         # the kernels' first build (minutes) happens here once, not inside a mutant's timeout
         subprocess.run(
             [args.python, "scripts/build_kernels.py"],
@@ -263,11 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     for target in targets:
         if (sessions / f"{slug(target)}.sqlite").exists():
             dump(sessions / f"{slug(target)}.sqlite")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
-    ).stdout.strip()
+    runs = WORK / "commits.txt"
+    commits = list(dict.fromkeys(runs.read_text().split())) if runs.exists() else [commit_of_checkout()]
     dumps = {target: sessions / f"{slug(target)}.jsonl" for target in TARGETS}
-    rows = write_report(dumps, ROOT / "results" / "mutants", commit or "unknown", "make mutants")
+    rows = write_report(dumps, ROOT / "results" / "mutants", ", ".join(commits), "make mutants")
     for row in rows:
         print(f"{row.file}: {row.mutants} mutants, {row.survived} survived, {row.pending} pending")
     return 0

@@ -164,7 +164,8 @@ def markdown(rows: list[FileCounts], equivalents: dict, commit: str, command: st
     lines = [
         "# Mutation testing of the math",
         "",
-        f"Run at commit `{commit}` with `{command}` (cosmic-ray; how: docs/mutants.md). Score: killed",
+        f"Run at commit(s) `{commit}` (a session resumed after new tests ran at a later one) with",
+        f"`{command}` (cosmic-ray; how: docs/mutants.md). Score: killed",
         "(timeouts included) over mutants run and not equivalent. Skipped: operators not in the reduced set",
         "or functions not mutated (scripts' `NOT_MUTATED`); pending: not run yet (rerun to continue).",
         "",
