@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from recurrent_attention.cli.mutants_server import third_party_modules
-from recurrent_attention.results.mutants import write_report
+from recurrent_attention.results.mutants import read_dump, read_equivalents, write_report
 
 ROOT = Path(__file__).resolve().parents[3]
 PKG = "src/recurrent_attention"
@@ -188,7 +188,7 @@ def start_server(python: str, tree: Path) -> subprocess.Popen:
 def run_target(target: str, python: str, tree: Path, sessions: Path, retest: bool = False) -> None:
     """Initialise (once) and run the pending mutants of one file; dump its results as JSON lines.
     The config is rewritten at every start (its timeout kept), so a change of :data:`TARGETS` applies;
-    ``retest`` sends the file's survivors back to pending first (after tests were added)."""
+    ``retest`` sends the file's survivors not reviewed equivalent back to pending (after tests were added)."""
     name = slug(target)
     session, config = sessions / f"{name}.sqlite", sessions / f"{name}.toml"
     tests = TARGETS[target]
@@ -210,8 +210,17 @@ def run_target(target: str, python: str, tree: Path, sessions: Path, retest: boo
         timeout = round(float(re.search(r"^timeout = (\S+)$", config.read_text(), re.M)[1])) - 60
         write_config(config, target, test_command(python, tests, timeout), timeout + 60)
         if retest:
+            dump(session)
+            equivalents = read_equivalents(ROOT / "results" / "mutants" / "equivalents.csv")
+            with session.with_suffix(".jsonl").open() as lines:
+                again = [
+                    (m.job_id,)
+                    for m in read_dump(lines, target)
+                    if m.outcome == "survived" and m.key not in equivalents
+                ]
             with sqlite3.connect(session) as db:
-                db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+                db.executemany("DELETE FROM work_results WHERE job_id = ?", again)
+            print(f"{target}: {len(again)} survivors (not reviewed equivalent) to run again", flush=True)
     cosmic_ray("exec", str(config), str(session), cwd=tree)
     dump(session)
 

@@ -31,6 +31,7 @@ class Mutant:
     line: str
     mutated: str
     outcome: str | None  # killed, timeout, survived, skipped, incompetent; None while pending
+    job_id: str = ""
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -98,6 +99,7 @@ def read_dump(lines: Iterable[str], file: str) -> list[Mutant]:
                 line=line,
                 mutated=mutated,
                 outcome=outcome_of(result),
+                job_id=item["job_id"],
             )
         )
     return mutants
