@@ -41,7 +41,14 @@ def test_report_counts_each_outcome_and_scores_over_non_equivalent(tmp_path: Pat
             _line("NumberReplacer", 3, _result("killed", output="timeout", old="a = 1", new="a = 0")),
             _line("AddNot", 5, _result("survived", old="if x:", new="if not x:")),
             _line("ReplaceBinaryOperator_Add_Sub", 7, _result("survived", old="y = a + e", new="y = a - e")),
-            _line("ReplaceBinaryOperator_Add_Mul", 7, _result(None, worker="skipped", output="Filtered")),
+            _line(
+                "ReplaceBinaryOperator_Add_Mul",
+                7,
+                _result(None, worker="skipped", output="Filtered operator"),
+            ),
+            _line(
+                "NumberReplacer", 8, _result(None, worker="skipped", output="Not mutated: build machinery")
+            ),
             _line("ReplaceTrueWithFalse", 9, None),
         ]
     )
@@ -55,7 +62,8 @@ def test_report_counts_each_outcome_and_scores_over_non_equivalent(tmp_path: Pat
 
     [row] = write_report({"ops/scan.py": tmp_path / "scan.jsonl"}, out, "abc123", "make mutants")
 
-    # 6 mutants: 1 killed, 1 timeout, 1 survived, 1 equivalent, 1 skipped, 1 pending; score 2/3
+    # 6 mutants (the filtered operator's is none): 1 killed, 1 timeout, 1 survived, 1 equivalent,
+    # 1 skipped (not mutated), 1 pending; score 2/3
     assert (row.mutants, row.killed, row.timeout, row.survived) == (6, 1, 1, 1)
     assert (row.equivalent, row.skipped, row.pending) == (1, 1, 1)
     assert row.score == 2 / 3

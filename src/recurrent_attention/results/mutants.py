@@ -75,7 +75,8 @@ def outcome_of(result: dict | None) -> str | None:
     if result is None:
         return None
     if result.get("worker_outcome") == "skipped":
-        return "skipped"
+        # the operators filter's (an operator outside the reduced set: not a mutant of this run)
+        return "filtered" if result.get("output") == "Filtered operator" else "skipped"
     test = result.get("test_outcome")
     if test == "killed" and (result.get("output") or "").strip() == "timeout":
         return "timeout"
@@ -122,6 +123,8 @@ def count(mutants: Iterable[Mutant], equivalents: dict[tuple[str, str, str, str]
     rows: dict[str, FileCounts] = {}
     for mutant in mutants:
         row = rows.setdefault(mutant.file, FileCounts(mutant.file))
+        if mutant.outcome == "filtered":
+            continue
         row.mutants += 1
         if mutant.outcome is None:
             row.pending += 1
@@ -132,7 +135,7 @@ def count(mutants: Iterable[Mutant], equivalents: dict[tuple[str, str, str, str]
             row.survivors.append(mutant)
         elif mutant.outcome in ("killed", "timeout"):
             setattr(row, mutant.outcome, getattr(row, mutant.outcome) + 1)
-        else:  # skipped by the operator filter or NOT_MUTATED; incompetent mutants (none expected)
+        else:  # in a function not mutated (NOT_MUTATED); incompetent mutants (none expected)
             row.skipped += 1
     return list(rows.values())
 
@@ -168,8 +171,8 @@ def markdown(rows: list[FileCounts], equivalents: dict, commit: str, command: st
         "",
         f"Run at commit(s) `{commit}` (a session resumed after new tests ran at a later one) with",
         f"`{command}` (cosmic-ray; how: docs/mutants.md). Score: killed",
-        "(timeouts included) over mutants run and not equivalent. Skipped: operators not in the reduced set",
-        "or functions not mutated (scripts' `NOT_MUTATED`); pending: not run yet (rerun to continue).",
+        "(timeouts included) over mutants run and not equivalent. Mutants: those of the reduced operator",
+        "set; skipped: in functions not mutated (`NOT_MUTATED`); pending: not run yet (rerun to continue).",
         "",
         head,
         "|" + "---|" * 9,
