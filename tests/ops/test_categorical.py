@@ -98,4 +98,3 @@ def test_without_a_bias_the_plain_form_is_the_log_softmax_by_hand() -> None:
     log_probs = logits - logits.exp().sum(-1, keepdim=True).log()
     torch.testing.assert_close(scored, log_probs[torch.arange(9), target], rtol=1e-12, atol=1e-12)
     assert torch.equal(best, logits.argmax(-1))
-
