@@ -298,3 +298,14 @@ def test_the_build_line_says_what_it_does_and_the_measured_time() -> None:
     assert "~115 CPU-seconds, about 2 min on 1 free core(s)" in build_note(cores=1)  # 115 / 60
     assert "about 1 min on 2 free core(s)" in build_note(cores=2)  # 57.5 s
     assert "about 1 min on 4 free core(s)" in build_note(cores=64)  # one file per core at most
+
+
+def test_in_use_is_whether_this_process_loaded_the_kernels() -> None:
+    """Asking loads nothing (a run summary's question must not build the kernels); after a load, yes."""
+    require_native()
+    native.extension.cache_clear()
+    try:
+        assert not native.in_use() and native.extension.cache_info().currsize == 0
+        assert native.extension() is not None and native.in_use()
+    finally:
+        native.extension.cache_clear()
