@@ -192,7 +192,7 @@ def markdown(rows: list[FileCounts], equivalents: dict, commit: str, command: st
 
 
 def write_report(dumps: dict[str, Path], out: Path, commit: str, command: str) -> list[FileCounts]:
-    """Read the dumps (file name -> its ``.jsonl``) and write ``out``/report.md and mutants.csv."""
+    """Read the dumps (file name -> its ``.jsonl``) and write report.md and mutants.csv in ``out``."""
     equivalents = read_equivalents(out / "equivalents.csv")
     mutants = [m for file, path in dumps.items() if path.exists() for m in read_dump(path.open(), file)]
     rows = count(mutants, equivalents)
