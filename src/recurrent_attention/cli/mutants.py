@@ -94,13 +94,19 @@ def slug(target: str) -> str:
 
 
 def sync_tree(tree: Path) -> None:
-    """Copy the checkout's tracked and untracked (not ignored) files into ``tree``, by checksum, so a
-    mutant a kill left in place is undone and new tests arrive."""
+    """Copy the checkout's tracked and untracked (not ignored) files and links into ``tree``, where they
+    differ, so a mutant a kill left in place is undone and new tests arrive."""
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
     ).stdout
     for name in files.decode().split("\0"):
         source, target = ROOT / name, tree / name
+        if name and source.is_symlink():  # e.g. the package's conf -> ../../conf: the same link there
+            if not target.is_symlink() or os.readlink(target) != os.readlink(source):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.unlink(missing_ok=True)
+                target.symlink_to(os.readlink(source))
+            continue
         if not name or not source.is_file():
             continue
         if not target.is_file() or target.read_bytes() != source.read_bytes():
