@@ -39,9 +39,9 @@ PKG = "src/recurrent_attention"
 WORK = ROOT / "outputs" / "mutants"
 SOCKET = WORK / "server.sock"
 
-# file to mutate -> the test files that exercise it, run in this order: ops/, models/, then
-# ops/prefix_attention.py (579 mutants, hours: the rest are not kept waiting), then each family's metrics
-# and likelihood code. Kept short: every mutant runs them.
+# file to mutate -> the test files that exercise it, run in this order: ops/, models/ (smaller files
+# first), then ops/prefix_attention.py (579 mutants, hours: the rest are not kept waiting), then each
+# family's metrics and likelihood code. Kept short: every mutant runs them.
 TARGETS: dict[str, tuple[str, ...]] = {
     "ops/scan.py": (
         "tests/ops/test_prefix_attention.py",
@@ -54,13 +54,13 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "ops/native.py": ("tests/ops/test_native.py",),
     "ops/host_reads.py": ("tests/ops/test_attention_op.py",),
     "models/aaren.py": ("tests/models/test_aaren.py", "tests/models/test_aaren_fast_paths.py"),
-    "models/linear_attention.py": ("tests/models/test_linear_attention.py",),
-    "models/ncgru.py": ("tests/models/test_gru_eq4.py", "tests/models/test_ncgru.py"),
     "models/crt.py": ("tests/models/test_crt_definition.py", "tests/models/test_crt.py"),
-    "models/transformer_xl.py": ("tests/models/test_transformer_xl.py",),
     "models/transformer.py": ("tests/models/test_backbone_contract.py",),
     "models/blocks.py": ("tests/models/test_backbone_contract.py", "tests/models/test_head_projections.py"),
     "models/base.py": ("tests/models/test_backbone_contract.py",),
+    "models/ncgru.py": ("tests/models/test_gru_eq4.py", "tests/models/test_ncgru.py"),
+    "models/linear_attention.py": ("tests/models/test_linear_attention.py",),
+    "models/transformer_xl.py": ("tests/models/test_transformer_xl.py",),
     "ops/prefix_attention.py": ("tests/ops/test_prefix_attention.py", "tests/ops/test_attention_op.py"),
     "tasks/ef/likelihood.py": ("tests/tasks/ef/test_likelihood.py", "tests/tasks/ef/test_meta_tpp_nll.py"),
     "tasks/ef/mixture.py": ("tests/tasks/ef/test_mixture.py", "tests/tasks/ef/test_likelihood.py"),
