@@ -135,3 +135,18 @@ def test_without_the_compiled_projection_aaren_equals_the_naive_definition(
             y_t, state = model.step(x[:, t], state)
             steps.append(y_t)
     torch.testing.assert_close(torch.stack(steps, 1), expected, rtol=1e-9, atol=1e-9)
+
+
+def test_the_python_defaults_are_the_configs() -> None:
+    """``Aaren(...)`` built in Python is conf/model/aaren.yaml's model (dropout aside: the config's
+    0.0 is the tasks' to set), the score scale included."""
+    import inspect
+
+    config = model_config("aaren").model
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(Aaren.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty and name in config and name != "dropout"
+    }
+    assert defaults == {name: config[name] for name in defaults}
+    assert {"scaled_scores", "path", "qkv_bias", "norm_first", "final_norm"} <= set(defaults)
