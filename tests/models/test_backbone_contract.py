@@ -175,11 +175,18 @@ def test_a_detached_state_continues_and_cuts_the_graph(name: str, overrides: tup
     assert first.grad is None
 
 
-def naive_transformer(model: Transformer, x: torch.Tensor, reinject: torch.Tensor | None) -> torch.Tensor:
-    """The decoder written out from the textbook (eval mode, float64): per layer, each head's
+def naive_transformer(
+    model: Transformer, x: torch.Tensor, reinject: torch.Tensor | None, dropout: float = 0.0
+) -> torch.Tensor:
+    """The decoder written out from the textbook (float64): per layer, each head's
     ``softmax(q k^T / sqrt(d_head) + causal mask) v`` from the fused q/k/v rows, the output
     projection, residuals around attention and a GELU/ReLU MLP, LayerNorm after (post-norm) or
-    before (pre-norm) each, the final LayerNorm; ``reinject`` added before every block but the first."""
+    before (pre-norm) each, the final LayerNorm; ``reinject`` added before every block but the first.
+    ``dropout`` > 0 (training): dropped on the attention's output, the MLP's hidden layer and the
+    MLP's output, drawn in that order (no attention-probability dropout)."""
+
+    def drop(h: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(h, dropout, training=dropout > 0)
 
     def layer_norm(h: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
         mean, var = h.mean(-1, keepdim=True), h.var(-1, unbiased=False, keepdim=True)
@@ -210,14 +217,14 @@ def naive_transformer(model: Transformer, x: torch.Tensor, reinject: torch.Tenso
             hidden = (
                 torch.relu(hidden) if isinstance(act, torch.nn.ReLU) else torch.nn.functional.gelu(hidden)
             )
-            return hidden @ contract.weight.T + contract.bias
+            return drop(hidden) @ contract.weight.T + contract.bias
 
         if block.norm_first:
-            x = x + attention(layer_norm(x, block.norm_mix))
-            x = x + mlp(layer_norm(x, block.norm_ff))
+            x = x + drop(attention(layer_norm(x, block.norm_mix)))
+            x = x + drop(mlp(layer_norm(x, block.norm_ff)))
         else:
-            x = layer_norm(x + attention(x), block.norm_mix)
-            x = layer_norm(x + mlp(x), block.norm_ff)
+            x = layer_norm(x + drop(attention(x)), block.norm_mix)
+            x = layer_norm(x + drop(mlp(x)), block.norm_ff)
     return layer_norm(x, model.norm) if isinstance(model.norm, torch.nn.LayerNorm) else x
 
 
@@ -248,3 +255,17 @@ def test_transformer_equals_its_written_out_layers(
         y_t, state = model.step(x[:, t], state, reinject=reinject[:, t])
         stepped.append(y_t)
     torch.testing.assert_close(torch.stack(stepped, 1), expected, **TOL)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_training_drops_where_the_written_out_layers_do(norm_first: bool) -> None:
+    """In training, dropout on the attention's output, the MLP's hidden layer and its output: the same
+    random draws (one seed) give :func:`naive_transformer`'s outputs; in eval mode none."""
+    torch.manual_seed(0)
+    model = Transformer(8, 2, 2, 12, dropout=0.5, attn_dropout=0.0, norm_first=norm_first).double().train()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    torch.manual_seed(7)
+    dropped, _ = model(x)
+    torch.manual_seed(7)
+    torch.testing.assert_close(dropped, naive_transformer(model, x, None, dropout=0.5), **TOL)
+    torch.testing.assert_close(model.eval()(x)[0], naive_transformer(model, x, None), **TOL)
