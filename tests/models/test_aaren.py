@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from recurrent_attention.bench.streaming import state_bytes
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models import aaren as aaren_module
+from recurrent_attention.models.aaren import AarenAttention
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config
 
 
@@ -150,3 +151,10 @@ def test_the_python_defaults_are_the_configs() -> None:
     }
     assert defaults == {name: config[name] for name in defaults}
     assert {"scaled_scores", "path", "qkv_bias", "norm_first", "final_norm"} <= set(defaults)
+
+
+def test_the_learned_query_is_drawn_with_variance_one_over_d_model() -> None:
+    """``query ~ N(0, 1/d_model)``: projected by W_q like a token, it starts at a token's scale."""
+    torch.manual_seed(0)
+    queries = torch.stack([AarenAttention(512, 8).query.detach() for _ in range(4)])
+    assert abs(queries.std().item() * 512**0.5 - 1.0) < 0.05 and abs(queries.mean().item()) < 0.01
