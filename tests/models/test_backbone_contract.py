@@ -43,6 +43,7 @@ from hydra.utils import instantiate
 
 from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.models import Backbone, Transformer, TransformerXL
+from recurrent_attention.models.transformer import KVCache
 from recurrent_attention.tasks.lm.module import detach_state
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config, sequence_backbones
 
@@ -269,3 +270,40 @@ def test_transformer_training_drops_where_the_written_out_layers_do(norm_first: 
     torch.manual_seed(7)
     torch.testing.assert_close(dropped, naive_transformer(model, x, None, dropout=0.5), **TOL)
     torch.testing.assert_close(model.eval()(x)[0], naive_transformer(model, x, None), **TOL)
+
+
+def test_transformer_attention_dropout_runs_in_training_only() -> None:
+    """Attention-probability dropout (SDPA's): none in eval mode (the written-out layers exactly),
+    some in training (two calls differ)."""
+    torch.manual_seed(0)
+    model = Transformer(8, 2, 1, 12, dropout=0.0, attn_dropout=0.5).double()
+    x = torch.randn(2, 6, 8, dtype=torch.float64)
+    torch.testing.assert_close(model.eval()(x)[0], naive_transformer(model, x, None), **TOL)
+    model.train()
+    assert not torch.equal(model(x)[0], model(x)[0])
+
+
+def test_transformer_python_defaults_are_the_configs_and_nn_transformers_dropout() -> None:
+    """``Transformer(...)`` in Python is conf/model/transformer.yaml's model; its dropout (the tasks
+    set the config's) is nn.Transformer's 0.1, and the attention's follows it."""
+    import inspect
+
+    config = model_config("transformer").model
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(Transformer.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty and name in config and "dropout" not in name
+    }
+    assert defaults == {name: config[name] for name in defaults}
+    assert {"norm_first", "final_norm", "qkv_bias", "norm_eps", "activation"} <= set(defaults)
+    block = Transformer(8, 2, 1, 16).blocks[0]
+    assert block.dropout.p == block.ff[2].p == block.mixer.attn_dropout == 0.1
+
+
+def test_kv_cache_holds_its_length_of_tokens() -> None:
+    """A cache's size is its buffers' length, or the ``length`` a deployed step wrote; ``tokens`` are
+    those first positions."""
+    k, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    assert KVCache(k, v).size == 5 and KVCache(k, v, length=3).size == 3
+    cached_k, cached_v = KVCache(k, v, length=3).tokens()
+    assert torch.equal(cached_k, k[..., :3, :]) and torch.equal(cached_v, v[..., :3, :])
