@@ -307,3 +307,5 @@ def test_kv_cache_holds_its_length_of_tokens() -> None:
     assert KVCache(k, v).size == 5 and KVCache(k, v, length=3).size == 3
     cached_k, cached_v = KVCache(k, v, length=3).tokens()
     assert torch.equal(cached_k, k[..., :3, :]) and torch.equal(cached_v, v[..., :3, :])
+    empty = Transformer(8, 2, 1, 16).double().init_state(2)[0]  # the weights' dtype, no tokens
+    assert empty.k.dtype == empty.v.dtype == torch.float64 and empty.size == 0
