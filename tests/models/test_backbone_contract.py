@@ -43,6 +43,7 @@ from hydra.utils import instantiate
 
 from recurrent_attention.config import CONFIG_DIR
 from recurrent_attention.models import Backbone, Transformer, TransformerXL
+from recurrent_attention.models.blocks import HeadProjections
 from recurrent_attention.models.transformer import KVCache
 from recurrent_attention.tasks.lm.module import detach_state
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config, sequence_backbones
@@ -309,3 +310,19 @@ def test_kv_cache_holds_its_length_of_tokens() -> None:
     assert torch.equal(cached_k, k[..., :3, :]) and torch.equal(cached_v, v[..., :3, :])
     empty = Transformer(8, 2, 1, 16).double().init_state(2)[0]  # the weights' dtype, no tokens
     assert empty.k.dtype == empty.v.dtype == torch.float64 and empty.size == 0
+
+
+@pytest.mark.parametrize("qkv_bias", [True, False])
+def test_head_projections_parts_are_the_fused_rows(qkv_bias: bool) -> None:
+    """``parts()``: W_q, W_k, W_v the fused weight's three row blocks of d_model rows (biases the
+    same, or None), views of the parameter (what Aaren's scores are built from)."""
+    proj = HeadProjections(6, 2, qkv_bias)
+    (w_q, b_q), (w_k, b_k), (w_v, b_v) = proj.parts()
+    weight = proj.qkv.weight
+    assert torch.equal(w_q, weight[:6]) and torch.equal(w_k, weight[6:12]) and torch.equal(w_v, weight[12:])
+    if qkv_bias:
+        bias = proj.qkv.bias
+        assert torch.equal(b_q, bias[:6]) and torch.equal(b_k, bias[6:12]) and torch.equal(b_v, bias[12:])
+    else:
+        assert b_q is b_k is b_v is None
+    assert w_k.data_ptr() == weight.data_ptr() + 6 * 6 * weight.element_size()
