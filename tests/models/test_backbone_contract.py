@@ -326,3 +326,13 @@ def test_head_projections_parts_are_the_fused_rows(qkv_bias: bool) -> None:
     else:
         assert b_q is b_k is b_v is None
     assert w_k.data_ptr() == weight.data_ptr() + 6 * 6 * weight.element_size()
+
+
+def test_a_state_of_the_wrong_number_of_layers_is_refused() -> None:
+    """One state per block, or an error (a short list would silently skip the last blocks)."""
+    model = Transformer(8, 2, 2, 16).eval()
+    state = model.init_state(1)
+    with pytest.raises(ValueError, match="zip"):
+        model.step(torch.zeros(1, 8), state[:1])
+    with pytest.raises(ValueError, match="zip"):
+        model(torch.zeros(1, 3, 8), state[:1])
