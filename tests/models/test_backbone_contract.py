@@ -340,3 +340,13 @@ def test_a_state_of_the_wrong_number_of_layers_is_refused() -> None:
         model.step(torch.zeros(1, 8), state[:1])
     with pytest.raises(ValueError, match="zip"):
         model(torch.zeros(1, 3, 8), state[:1])
+
+
+@pytest.mark.parametrize("missing", ["forward", "init_state", "step"])
+def test_a_backbone_without_one_of_its_three_methods_cannot_be_built(missing: str) -> None:
+    methods = {
+        name: lambda self, *a, **k: None for name in ("forward", "init_state", "step") if name != missing
+    }
+    incomplete = type("Incomplete", (Backbone,), methods)
+    with pytest.raises(TypeError, match=missing):
+        incomplete()
