@@ -179,3 +179,14 @@ def test_ncgru_equals_equation_4_with_the_scaled_cayley_matrix_written_out(inver
     outputs.sum().backward()
     torch.stack(expected, 1).sum().backward()
     torch.testing.assert_close(cell.skew.grad, P.grad, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("terms", [1, 2, 3])
+def test_the_neumann_refresh_sums_exactly_its_terms(terms: int) -> None:
+    """``terms`` terms of ``sum_k (-A)^k`` (from M = I), not one more or fewer: with a large A the
+    truncation shows."""
+    P = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 0.3
+    A = P - P.mT
+    eye = torch.eye(5, dtype=torch.float64)
+    by_hand = sum(torch.linalg.matrix_power(-A, k) for k in range(terms))
+    torch.testing.assert_close(neumann_inverse(eye, eye + A, terms), by_hand, rtol=0, atol=1e-14)
