@@ -60,14 +60,16 @@ def test_report_counts_each_outcome_and_scores_over_non_equivalent(tmp_path: Pat
         writer.writerow(["file", "operator", "line", "mutated", "reason"])
         writer.writerow(["ops/scan.py", "ReplaceBinaryOperator_Add_Sub", "y = a + e", "y = a - e", "eps"])
 
-    [row] = write_report({"ops/scan.py": tmp_path / "scan.jsonl"}, out, "abc123", "make mutants")
+    dumps = {"ops/scan.py": tmp_path / "scan.jsonl", "ops/later.py": tmp_path / "not_started.jsonl"}
+    row, later = write_report(dumps, out, "abc123", "make mutants")
+    assert (later.file, later.mutants, later.score) == ("ops/later.py", 0, None)  # listed, not run
 
     # 6 mutants (the filtered operator's is none): 1 killed, 1 timeout, 1 survived, 1 equivalent,
     # 1 skipped (not mutated), 1 pending; score 2/3
     assert (row.mutants, row.killed, row.timeout, row.survived) == (6, 1, 1, 1)
     assert (row.equivalent, row.skipped, row.pending) == (1, 1, 1)
     assert row.score == 2 / 3
-    [written] = list(csv.DictReader((out / "mutants.csv").open()))
+    written, _ = list(csv.DictReader((out / "mutants.csv").open()))
     assert written["score"] == "66.7" and written["survived"] == "1" and written["equivalent"] == "1"
     report = (out / "report.md").read_text()
     assert "`abc123`" in report and "`ops/scan.py:5` AddNot: `if x:` -> `if not x:`" in report

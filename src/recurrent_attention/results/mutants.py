@@ -198,6 +198,8 @@ def write_report(dumps: dict[str, Path], out: Path, commit: str, command: str) -
     equivalents = read_equivalents(out / "equivalents.csv")
     mutants = [m for file, path in dumps.items() if path.exists() for m in read_dump(path.open(), file)]
     rows = count(mutants, equivalents)
+    # the files not started yet: a row of zeros each, so the report says what remains
+    rows += [FileCounts(file) for file in dumps if file not in {r.file for r in rows}]
     out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out / "mutants.csv")
     (out / "report.md").write_text(markdown(rows, equivalents, commit, command))
