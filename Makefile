@@ -82,6 +82,11 @@ device-kit:  ## the git-ignored folder device_kit/ for one GPU window (CHUNK=; d
 device-import:  ## a GPU window's archive (ARCHIVE=device-<chunk>-....tar.gz) into results/runs and results/device; then make results
 	$(PYTHON) -m recurrent_attention.device.importer $(ARCHIVE)
 
+.PHONY: mutants
+mutants:  ## mutation testing of models/, ops/ and each family's metrics (cosmic-ray, hours; resumable: rerun after a kill; ONLY="ops/scan ..." picks; RETEST=1 reruns survivors after new tests) -> results/mutants/ (docs/mutants.md)
+	@$(PYTHON) -c 'import cosmic_ray' 2>/dev/null || $(PYTHON) -m pip install -q -e ".[mutants]"
+	nice -n 19 $(PYTHON) scripts/mutants.py $(if $(ONLY),--only $(ONLY)) $(if $(RETEST),--retest-survivors)
+
 .PHONY: help
 help:  ## this list: every target and what it does ($(VAR) names a setting: make tables RUNS=outputs)
 	@awk -F':[^#]*## ' '/^[a-zA-Z_-]+:[^=]*## /{printf "  %-14s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))

@@ -11,6 +11,8 @@ import torch.nn.functional as F
 
 from recurrent_attention.bench.streaming import state_bytes
 from recurrent_attention.models import Aaren, Transformer
+from recurrent_attention.models import aaren as aaren_module
+from recurrent_attention.models.aaren import AarenAttention
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config
 
 
@@ -115,3 +117,44 @@ def test_bad_sizes_name_the_key() -> None:
         Aaren(10, 4, 1, 8)
     with pytest.raises(ValueError, match=r"model.path='fast'"):
         Aaren(8, 2, 1, 8, path="fast")
+
+
+@pytest.mark.parametrize("scaled", [True, False], ids=["scaled", "paper_unscaled"])
+def test_without_the_compiled_projection_aaren_equals_the_naive_definition(
+    scaled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The PyTorch form of the values-and-scores projection (a machine without the C++ kernels, or a
+    GPU), forward and step, against the naive definition: on this CPU the compiled form runs instead."""
+    monkeypatch.setattr(aaren_module, "compiled_value_score_projection", lambda *args: None)
+    model = build_backbone("aaren", (f"model.scaled_scores={str(scaled).lower()}",))
+    x = torch.randn(2, 9, D_MODEL, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        expected = naive_aaren(model, x)
+        torch.testing.assert_close(model(x)[0], expected, rtol=1e-9, atol=1e-9)
+        state, steps = model.init_state(2, dtype=torch.float64), []
+        for t in range(9):
+            y_t, state = model.step(x[:, t], state)
+            steps.append(y_t)
+    torch.testing.assert_close(torch.stack(steps, 1), expected, rtol=1e-9, atol=1e-9)
+
+
+def test_the_python_defaults_are_the_configs() -> None:
+    """``Aaren(...)`` built in Python is conf/model/aaren.yaml's model (dropout aside: the config's
+    0.0 is the tasks' to set), the score scale included."""
+    import inspect
+
+    config = model_config("aaren").model
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(Aaren.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty and name in config and name != "dropout"
+    }
+    assert defaults == {name: config[name] for name in defaults}
+    assert {"scaled_scores", "path", "qkv_bias", "norm_first", "final_norm"} <= set(defaults)
+
+
+def test_the_learned_query_is_drawn_with_variance_one_over_d_model() -> None:
+    """``query ~ N(0, 1/d_model)``: projected by W_q like a token, it starts at a token's scale."""
+    torch.manual_seed(0)
+    queries = torch.stack([AarenAttention(512, 8).query.detach() for _ in range(4)])
+    assert abs(queries.std().item() * 512**0.5 - 1.0) < 0.05 and abs(queries.mean().item()) < 0.01

@@ -99,9 +99,10 @@ def test_step_equals_explicit_step(dtype: torch.dtype, qkv_bias: bool) -> None:
             torch.testing.assert_close(a, b, rtol=tol, atol=tol)
 
 
-def test_attention_step_without_guards_equals_combine_on_finite_scores() -> None:
+@pytest.mark.parametrize("scale", [1e4, 1.0])  # 1.0: softmax weights not one-hot, so u != 1
+def test_attention_step_without_guards_equals_combine_on_finite_scores(scale: float) -> None:
     gen = torch.Generator().manual_seed(2)
-    scores = torch.randn(12, 2, 3, generator=gen, dtype=torch.float64) * 1e4
+    scores = torch.randn(12, 2, 3, generator=gen, dtype=torch.float64) * scale
     values = torch.randn(12, 2, 3, 4, generator=gen, dtype=torch.float64)
     lean_state = reference_state = empty_state((2, 3), 4, dtype=torch.float64)
     for s, v in zip(scores, values, strict=True):

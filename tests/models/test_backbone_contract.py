@@ -42,7 +42,9 @@ import torch
 from hydra.utils import instantiate
 
 from recurrent_attention.config import CONFIG_DIR
-from recurrent_attention.models import Backbone, TransformerXL
+from recurrent_attention.models import Backbone, Transformer, TransformerXL
+from recurrent_attention.models.blocks import HeadProjections
+from recurrent_attention.models.transformer import KVCache
 from recurrent_attention.tasks.lm.module import detach_state
 from tests.helpers.backbones import D_MODEL, build_backbone, model_config, sequence_backbones
 
@@ -173,3 +175,178 @@ def test_a_detached_state_continues_and_cuts_the_graph(name: str, overrides: tup
     torch.testing.assert_close(cut, kept, **TOL)
     cut.sum().backward()
     assert first.grad is None
+
+
+def naive_transformer(
+    model: Transformer,
+    x: torch.Tensor,
+    reinject: torch.Tensor | None,
+    dropout: float = 0.0,
+    final_norm: bool = True,
+) -> torch.Tensor:
+    """The decoder written out from the textbook (float64): per layer, each head's
+    ``softmax(q k^T / sqrt(d_head) + causal mask) v`` from the fused q/k/v rows, the output
+    projection, residuals around attention and a GELU/ReLU MLP, LayerNorm after (post-norm) or
+    before (pre-norm) each, the final LayerNorm; ``reinject`` added before every block but the first.
+    ``dropout`` > 0 (training): dropped on the attention's output, the MLP's hidden layer and the
+    MLP's output, drawn in that order (no attention-probability dropout)."""
+
+    def drop(h: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(h, dropout, training=dropout > 0)
+
+    def layer_norm(h: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
+        mean, var = h.mean(-1, keepdim=True), h.var(-1, unbiased=False, keepdim=True)
+        return (h - mean) / torch.sqrt(var + norm.eps) * norm.weight + norm.bias
+
+    n, d = x.shape[-2], x.shape[-1]
+    for i, block in enumerate(model.blocks):
+        if i and reinject is not None:
+            x = x + reinject
+        proj = block.mixer.proj
+        heads, d_head = proj.n_heads, d // proj.n_heads
+
+        def attention(h: torch.Tensor, proj=proj, heads=heads, d_head=d_head) -> torch.Tensor:
+            qkv = h @ proj.qkv.weight.T + proj.qkv.bias
+            q, k, v = qkv[..., :d], qkv[..., d : 2 * d], qkv[..., 2 * d :]
+            outs = []
+            for head in range(heads):
+                cols = slice(head * d_head, (head + 1) * d_head)
+                logits = q[..., cols] @ k[..., cols].transpose(-1, -2) / d_head**0.5
+                future = torch.ones(n, n, dtype=torch.bool).triu(1)
+                outs.append(torch.softmax(logits.masked_fill(future, float("-inf")), -1) @ v[..., cols])
+            return torch.cat(outs, -1) @ proj.out_proj.weight.T + proj.out_proj.bias
+
+        expand, act, _, contract = block.ff
+
+        def mlp(h: torch.Tensor, expand=expand, act=act, contract=contract) -> torch.Tensor:
+            hidden = h @ expand.weight.T + expand.bias
+            hidden = (
+                torch.relu(hidden) if isinstance(act, torch.nn.ReLU) else torch.nn.functional.gelu(hidden)
+            )
+            return drop(hidden) @ contract.weight.T + contract.bias
+
+        if block.norm_first:
+            x = x + drop(attention(layer_norm(x, block.norm_mix)))
+            x = x + drop(mlp(layer_norm(x, block.norm_ff)))
+        else:
+            x = layer_norm(x + drop(attention(x)), block.norm_mix)
+            x = layer_norm(x + drop(mlp(x)), block.norm_ff)
+    return layer_norm(x, model.norm) if final_norm else x
+
+
+@pytest.mark.parametrize(
+    ("norm_first", "activation", "final_norm"), [(False, "gelu", True), (True, "relu", False)]
+)
+def test_transformer_equals_its_written_out_layers(
+    norm_first: bool, activation: str, final_norm: bool
+) -> None:
+    """Forward, forward continuing a cache and step against :func:`naive_transformer` (independent
+    truth: the shared blocks, the SDPA call and its cache mask, the head split, the MLP, the norms)."""
+    torch.manual_seed(0)
+    model = Transformer(8, 2, 2, 12, 0.0, activation=activation, norm_first=norm_first, final_norm=final_norm)
+    model = model.double().eval()
+    with torch.no_grad():  # LayerNorm weights and biases away from 1 and 0, so a swapped one shows
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.uniform_(0.5, 1.5), module.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(2, 7, 8, dtype=torch.float64)
+    reinject = torch.randn(2, 7, 8, dtype=torch.float64)
+    expected = naive_transformer(model, x, reinject, final_norm=final_norm)
+    torch.testing.assert_close(model(x, reinject=reinject)[0], expected, **TOL)
+    head, state = model(x[:, :3], reinject=reinject[:, :3])
+    tail, _ = model(x[:, 3:], state, reinject=reinject[:, 3:])
+    torch.testing.assert_close(torch.cat([head, tail], 1), expected, **TOL)
+    state, stepped = model.init_state(2, dtype=torch.float64), []
+    for t in range(7):
+        y_t, state = model.step(x[:, t], state, reinject=reinject[:, t])
+        stepped.append(y_t)
+    torch.testing.assert_close(torch.stack(stepped, 1), expected, **TOL)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_training_drops_where_the_written_out_layers_do(norm_first: bool) -> None:
+    """In training, dropout on the attention's output, the MLP's hidden layer and its output: the same
+    random draws (one seed) give :func:`naive_transformer`'s outputs; in eval mode none."""
+    torch.manual_seed(0)
+    model = Transformer(8, 2, 2, 12, dropout=0.5, attn_dropout=0.0, norm_first=norm_first).double().train()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    torch.manual_seed(7)
+    dropped, _ = model(x)
+    torch.manual_seed(7)
+    torch.testing.assert_close(dropped, naive_transformer(model, x, None, dropout=0.5), **TOL)
+    torch.testing.assert_close(model.eval()(x)[0], naive_transformer(model, x, None), **TOL)
+
+
+def test_transformer_attention_dropout_runs_in_training_only() -> None:
+    """Attention-probability dropout (SDPA's): none in eval mode (the written-out layers exactly),
+    some in training (two calls differ)."""
+    torch.manual_seed(0)
+    model = Transformer(8, 2, 1, 12, dropout=0.0, attn_dropout=0.5).double()
+    x = torch.randn(2, 6, 8, dtype=torch.float64)
+    torch.testing.assert_close(model.eval()(x)[0], naive_transformer(model, x, None), **TOL)
+    model.train()
+    assert not torch.equal(model(x)[0], model(x)[0])
+
+
+def test_transformer_python_defaults_are_the_configs_and_nn_transformers_dropout() -> None:
+    """``Transformer(...)`` in Python is conf/model/transformer.yaml's model; its dropout (the tasks
+    set the config's) is nn.Transformer's 0.1, and the attention's follows it."""
+    import inspect
+
+    config = model_config("transformer").model
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(Transformer.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty and name in config and "dropout" not in name
+    }
+    assert defaults == {name: config[name] for name in defaults}
+    assert {"norm_first", "final_norm", "qkv_bias", "norm_eps", "activation"} <= set(defaults)
+    block = Transformer(8, 2, 1, 16).blocks[0]
+    assert block.dropout.p == block.ff[2].p == block.mixer.attn_dropout == 0.1
+
+
+def test_kv_cache_holds_its_length_of_tokens() -> None:
+    """A cache's size is its buffers' length, or the ``length`` a deployed step wrote; ``tokens`` are
+    those first positions."""
+    k, v = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    assert KVCache(k, v).size == 5 and KVCache(k, v, length=3).size == 3
+    cached_k, cached_v = KVCache(k, v, length=3).tokens()
+    assert torch.equal(cached_k, k[..., :3, :]) and torch.equal(cached_v, v[..., :3, :])
+    empty = Transformer(8, 2, 1, 16).double().init_state(2)[0]  # the weights' dtype, no tokens
+    assert empty.k.dtype == empty.v.dtype == torch.float64 and empty.size == 0
+
+
+@pytest.mark.parametrize("qkv_bias", [True, False])
+def test_head_projections_parts_are_the_fused_rows(qkv_bias: bool) -> None:
+    """``parts()``: W_q, W_k, W_v the fused weight's three row blocks of d_model rows (biases the
+    same, or None), views of the parameter (what Aaren's scores are built from)."""
+    proj = HeadProjections(6, 2, qkv_bias)
+    (w_q, b_q), (w_k, b_k), (w_v, b_v) = proj.parts()
+    weight = proj.qkv.weight
+    assert torch.equal(w_q, weight[:6]) and torch.equal(w_k, weight[6:12]) and torch.equal(w_v, weight[12:])
+    if qkv_bias:
+        bias = proj.qkv.bias
+        assert torch.equal(b_q, bias[:6]) and torch.equal(b_k, bias[6:12]) and torch.equal(b_v, bias[12:])
+    else:
+        assert b_q is b_k is b_v is None
+    assert w_k.data_ptr() == weight.data_ptr() + 6 * 6 * weight.element_size()
+
+
+def test_a_state_of_the_wrong_number_of_layers_is_refused() -> None:
+    """One state per block, or an error (a short list would silently skip the last blocks)."""
+    model = Transformer(8, 2, 2, 16).eval()
+    state = model.init_state(1)
+    with pytest.raises(ValueError, match="zip"):
+        model.step(torch.zeros(1, 8), state[:1])
+    with pytest.raises(ValueError, match="zip"):
+        model(torch.zeros(1, 3, 8), state[:1])
+
+
+@pytest.mark.parametrize("missing", ["forward", "init_state", "step"])
+def test_a_backbone_without_one_of_its_three_methods_cannot_be_built(missing: str) -> None:
+    methods = {
+        name: lambda self, *a, **k: None for name in ("forward", "init_state", "step") if name != missing
+    }
+    incomplete = type("Incomplete", (Backbone,), methods)
+    with pytest.raises(TypeError, match=missing):
+        incomplete()

@@ -195,3 +195,34 @@ def test_memory_on_the_baselines_relative_attention_steps_as_it_runs():
         CompactRecurrentTransformer(
             16, 2, 2, 32, seg_len=3, recurrent_positions=False, relative_positions=True
         )
+
+
+def test_the_python_defaults_are_the_configs() -> None:
+    """``CompactRecurrentTransformer(...)`` built in Python is conf/model/crt.yaml's model (dropout
+    aside: the tasks set it), BPTT and the reset positional RNN included."""
+    import inspect
+
+    from tests.helpers.backbones import model_config
+
+    config = model_config("crt").model
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(CompactRecurrentTransformer.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty and name in config and "dropout" not in name
+    }
+    assert defaults == {name: config[name] for name in defaults}
+    assert {"bptt", "reset_positions", "rnn", "ncgru_inverse", "memory_token"} <= set(defaults)
+
+
+@pytest.mark.parametrize("inverse", ["exact", "neumann"])
+def test_ncgru_inverse_reaches_both_ncgru_cells(inverse: str) -> None:
+    model = CompactRecurrentTransformer(
+        8, 2, 1, 16, 4, rnn="ncgru", position_rnn="ncgru", ncgru_inverse=inverse
+    )
+    assert model.memory_rnn.inverse == model.position_rnn.inverse == inverse
+
+
+def test_init_state_takes_the_models_dtype() -> None:
+    model = _model().double()
+    assert all(t.dtype == torch.float64 for t in model.init_state(2))
+    assert all(t.dtype == torch.float32 for t in model.init_state(2, dtype=torch.float32))

@@ -146,3 +146,47 @@ def test_loading_weights_invalidates_the_cached_matrix() -> None:
         cell.load_state_dict(other.state_dict())
         torch.testing.assert_close(cell.recurrent_matrix(), other.recurrent_matrix())
         assert not torch.allclose(before, cell.recurrent_matrix())
+
+
+@pytest.mark.parametrize("inverse", ["neumann", "exact"])
+def test_ncgru_equals_equation_4_with_the_scaled_cayley_matrix_written_out(inverse: str) -> None:
+    """The cell against equation (4) by hand: ``W = (I + A)^-1 (I - A) D`` from the parameter's upper
+    triangle (``A = P - P^T``), ``D`` = -1 on the first ``round(0.5 d)`` units and +1 after, modReLU as
+    Phi, from a given and from a zero state; values and the skew parameter's gradient."""
+    torch.manual_seed(3)
+    cell = NCGRU(3, 6, inverse=inverse).double()
+    cell.refresh_inverse()  # the stored inverse, drawn in float32, to float64's precision
+    x, h0 = torch.randn(2, 4, 3, dtype=torch.float64), torch.randn(2, 6, dtype=torch.float64)
+    P = cell.skew.detach().clone().requires_grad_()
+    A = P.triu(1) - P.triu(1).mT
+    eye = torch.eye(6, dtype=torch.float64)
+    D = torch.diag(torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0], dtype=torch.float64))
+    W = torch.linalg.inv(eye + A) @ (eye - A) @ D
+    W_in, b_in = cell.input_proj.weight.detach().split(6), cell.input_proj.bias.detach().split(6)
+    U_r, U_u = cell.gate_proj.weight.detach().split(6)
+    for start in (h0, None):
+        h, expected = (torch.zeros(2, 6, dtype=torch.float64) if start is None else start), []
+        for t in range(4):
+            r = torch.sigmoid(x[:, t] @ W_in[0].T + b_in[0] + h @ U_r.T)
+            u = torch.sigmoid(x[:, t] @ W_in[1].T + b_in[1] + h @ U_u.T)
+            z = x[:, t] @ W_in[2].T + b_in[2] + (r * h) @ W.T
+            candidate = torch.sign(z) * torch.relu(z.abs() + cell.mod_bias.detach())
+            h = (1 - u) * h + u * candidate
+            expected.append(h)
+        outputs, last = cell(x, start)
+        torch.testing.assert_close(outputs, torch.stack(expected, 1), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(last, h, rtol=1e-10, atol=1e-10)
+    outputs.sum().backward()
+    torch.stack(expected, 1).sum().backward()
+    torch.testing.assert_close(cell.skew.grad, P.grad, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("terms", [1, 2, 3])
+def test_the_neumann_refresh_sums_exactly_its_terms(terms: int) -> None:
+    """``terms`` terms of ``sum_k (-A)^k`` (from M = I), not one more or fewer: with a large A the
+    truncation shows."""
+    P = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 0.3
+    A = P - P.mT
+    eye = torch.eye(5, dtype=torch.float64)
+    by_hand = sum(torch.linalg.matrix_power(-A, k) for k in range(terms))
+    torch.testing.assert_close(neumann_inverse(eye, eye + A, terms), by_hand, rtol=0, atol=1e-14)

@@ -11,8 +11,12 @@ from functools import partial
 import pytest
 import torch
 
-from recurrent_attention.ops import PATHS, ScanState, attention_chunked, host_reads
-from recurrent_attention.ops.attention_op import chunked_prefix_attention, chunked_prefix_attention_backward
+from recurrent_attention.ops import PATHS, ScanState, attention_chunked, attention_op, host_reads
+from recurrent_attention.ops.attention_op import (
+    chunked_prefix_attention,
+    chunked_prefix_attention_backward,
+    prefix_attention,
+)
 from tests.helpers.host_sync import record_host_syncs
 from tests.ops.kernels import use_cumulative_kernel
 from tests.ops.test_prefix_attention import naive_prefix_attention
@@ -116,13 +120,18 @@ def test_custom_op_passes_opcheck(with_state: bool, n: int) -> None:
     torch.library.opcheck(chunked_prefix_attention, op_inputs(with_state, n))
 
 
-def test_custom_backward_op_passes_opcheck() -> None:
+@pytest.mark.parametrize("with_state", [True, False])
+def test_custom_backward_op_passes_opcheck(with_state: bool) -> None:
     """The backward op alone (it is what a compiled backward graph calls): its fake gradients are
-    contiguous, so the real ones must be too, whatever the inputs' strides."""
-    scores, values, m, u, w = (t.detach() if t is not None else None for t in op_inputs(True))
+    contiguous, so the real ones must be too, whatever the inputs' strides; without a state its
+    two state gradients are the same empty placeholders in both."""
+    scores, values, m, u, w = (t.detach() if t is not None else None for t in op_inputs(with_state))
+    u = torch.zeros(2, 3, dtype=torch.float64) if u is None else u
+    w = torch.zeros(2, 3, 4, dtype=torch.float64) if w is None else w
     gen = torch.Generator().manual_seed(2)
     grads = [torch.randn(t.shape, generator=gen, dtype=torch.float64) for t in (values, u, w)]
-    torch.library.opcheck(chunked_prefix_attention_backward, (scores, values, m, u, w, *grads))
+    state = (m, u, w) if with_state else (None, None, None)
+    torch.library.opcheck(chunked_prefix_attention_backward, (scores, values, *state, *grads))
 
 
 @pytest.mark.parametrize("n", [13, 1030])  # one chunk, three
@@ -158,3 +167,24 @@ def test_custom_op_values_and_gradients_equal_the_naive_softmax(n: int) -> None:
         ("out", "m", "u", "w", "ds", "dv", "ds0", "dv0"), *results, strict=True
     ):
         torch.testing.assert_close(actual, expected, rtol=1e-9, atol=1e-10, msg=name)
+
+
+@pytest.mark.parametrize("with_state", [True, False])
+def test_the_traced_chunked_path_calls_the_op_with_the_state(
+    with_state: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a tracer sees (``is_compiling`` true, without compiling: seconds, not minutes): the
+    chunked path through the op, the state passed on, equal to the eager path's outputs and state."""
+    scores, values, m, u, w = (t.detach() if t is not None else None for t in op_inputs(with_state))
+    state = ScanState(m, u, w) if with_state else None
+    eager_out, eager_state = prefix_attention(scores, values, state)
+    calls = []
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(
+        attention_op, "chunked_prefix_attention", lambda *a: calls.append(a) or chunked_prefix_attention(*a)
+    )
+    out, final = prefix_attention(scores, values, state)
+    assert len(calls) == 1 and (calls[0][2] is None) == (not with_state)
+    torch.testing.assert_close(out, eager_out, rtol=1e-12, atol=1e-12)
+    for actual, expected in zip(final, eager_state, strict=True):
+        torch.testing.assert_close(actual, expected, rtol=1e-12, atol=1e-12)

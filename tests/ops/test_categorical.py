@@ -74,10 +74,10 @@ def test_default_chunk_holds_a_fixed_number_of_logits(monkeypatch: pytest.Monkey
         "apply",
         lambda h, w, b, t, rows: seen.append(rows) or apply(h, w, b, t, rows),
     )
-    for classes in (8227, 75):
-        hidden, weight, bias, target = head(3, classes)
+    for classes in (8227, 75, CHUNK_LOGITS + 1):
+        hidden, weight, bias, target = head(3, classes, torch.float32)
         class_log_likelihood(hidden, weight, bias, target)
-    assert seen == [CHUNK_LOGITS // 8227, CHUNK_LOGITS // 75]
+    assert seen == [CHUNK_LOGITS // 8227, CHUNK_LOGITS // 75, 1]  # more classes than a chunk: one row
     assert seen[0] == 31 and seen[1] > 3000
 
 
@@ -88,3 +88,13 @@ def test_autocast_takes_the_plain_form_and_its_casts() -> None:
         scored, best = class_log_likelihood(hidden.bfloat16(), weight, bias, target)
         plain, plain_best = class_log_likelihood_plain(hidden.bfloat16(), weight, bias, target)
     assert torch.equal(scored, plain) and torch.equal(best, plain_best)
+
+
+def test_without_a_bias_the_plain_form_is_the_log_softmax_by_hand() -> None:
+    """No bias: the plain form (the chunked one needs a bias), equal to log_softmax written out."""
+    hidden, weight, _, target = (t.detach() for t in head(9, 7))
+    scored, best = class_log_likelihood(hidden, weight, None, target, chunk=2)
+    logits = hidden @ weight.T
+    log_probs = logits - logits.exp().sum(-1, keepdim=True).log()
+    torch.testing.assert_close(scored, log_probs[torch.arange(9), target], rtol=1e-12, atol=1e-12)
+    assert torch.equal(best, logits.argmax(-1))

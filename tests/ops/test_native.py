@@ -357,3 +357,14 @@ def test_the_build_targets_this_cpu_where_the_compiler_can_and_is_cached_per_cpu
         names[cpu] = (native.build_name(["-O3", native.ARCH_FLAG]), native.build_name(["-O3"]))
     assert names["cpu a"][0] != names["cpu b"][0]
     assert names["cpu a"][1] == names["cpu b"][1]  # a portable build runs on either
+
+
+def test_in_use_is_whether_this_process_loaded_the_kernels() -> None:
+    """Asking loads nothing (a run summary's question must not build the kernels); after a load, yes."""
+    require_native()
+    native.extension.cache_clear()
+    try:
+        assert not native.in_use() and native.extension.cache_info().currsize == 0
+        assert native.extension() is not None and native.in_use()
+    finally:
+        native.extension.cache_clear()

@@ -322,3 +322,18 @@ def test_chunked_outputs_before_a_token_never_change_with_it(
         changed, _ = attention_chunked(changed_scores, changed_values, chunk_size=chunk_size)
         assert torch.equal(changed[..., :t, :], out[..., :t, :])
         assert not torch.equal(changed[..., t, :], out[..., t, :])
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+@pytest.mark.parametrize("batch", [(), (4,)])
+def test_paths_take_any_batch_rank(path: str, batch: tuple[int, ...]) -> None:
+    """Scores ``(*batch, N)``, values ``(*batch, N, D)`` with fewer batch axes than a model's (B, H)."""
+    scores, values = random_inputs(6, 1.0, seed=8)
+    scores, values = (
+        scores.reshape(-1, 6)[: (batch or (1,))[0]],
+        values.reshape(-1, 6, 5)[: (batch or (1,))[0]],
+    )
+    scores, values = scores.reshape(*batch, 6), values.reshape(*batch, 6, 5)
+    out, state = PATHS[path](scores, values)
+    torch.testing.assert_close(out, naive_prefix_attention(scores, values), rtol=1e-12, atol=1e-12)
+    assert state.m.shape == batch and state.w.shape == (*batch, 5)
