@@ -57,7 +57,8 @@ from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models.linear_attention import LinearTransformer
 from recurrent_attention.ops import native
-from recurrent_attention.results.summary import atomic_write_text, device_description, git_commit
+from recurrent_attention.results.summary import device_description, git_commit
+from recurrent_attention.runs.atomic import atomic_write_text
 
 
 def operator_table(rows: list[dict]) -> str:

@@ -26,9 +26,9 @@ from typing import Any
 import pandas as pd
 
 from recurrent_attention.results.identity import config_key, describe, run_key
-from recurrent_attention.results.summary import STEPS_KEY, SUMMARY_NAME
+from recurrent_attention.results.summary import STEPS_KEY
+from recurrent_attention.runs.record import FAILED_NAME, SUMMARY_NAME
 
-FAILED_NAME = "failed.json"
 # Columns every frame has, whatever its records hold (layouts select and group on them).
 COLUMNS = ("task", "family", "dataset", "model", "seed", "preset", "compat", "git_commit", "status", "path")
 COLUMNS += ("config_key", "run_key", "config", "error", "duplicate_of")

@@ -19,11 +19,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.errors import ConfigError
-from recurrent_attention.results.collect import FAILED_NAME
-from recurrent_attention.results.summary import SUMMARY_NAME, atomic_write_text
+from recurrent_attention.runs.atomic import atomic_write_text
 
 HYDRA_RECORD = ".hydra"
 IDENTITY_NAME = "identity.json"
+SUMMARY_NAME = "summary.json"
+"""A finished run's record (``results.summary.write_summary``), which every results table is built from."""
+FAILED_NAME = "failed.json"
+"""A failed run's record (``train.py``), which tables count as a failed seed."""
 # Where a folder names its run: the record written at its start, else (folders from before it)
 # the finished run's summary or the failed run's record.
 ID_SOURCES = (IDENTITY_NAME, SUMMARY_NAME, FAILED_NAME)
