@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from recurrent_attention.results.identity import config_key, describe, run_key
+from recurrent_attention.results.record_keys import config_key, describe, run_key
 from recurrent_attention.results.summary import STEPS_KEY
 from recurrent_attention.runs.record import FAILED_NAME, SUMMARY_NAME
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from recurrent_attention.results.grouping import COUNTED, config_rows, seed_ranges, table_seeds
-from recurrent_attention.results.identity import DESCRIPTION_FIELDS, show
+from recurrent_attention.results.record_keys import DESCRIPTION_FIELDS, show
 from recurrent_attention.runs.atomic import atomic_write_text
 
 # The papers' numbers as CSV ship inside the package (results/reference/, read through

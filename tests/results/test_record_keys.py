@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recurrent_attention.results.identity import config_key, normalise_overrides
+from recurrent_attention.results.record_keys import config_key, normalise_overrides
 
 
 def test_spellings_of_one_value_normalise_alike() -> None:
