@@ -58,8 +58,9 @@ def non_finite_metrics(metrics: Mapping[str, Any]) -> list[str]:
 def untrained(record: Mapping[str, Any]) -> str | None:
     """Why a summary holds a randomly initialised model's metrics, or None when it was trained.
 
-    A record says its optimiser steps (``STEPS_KEY``); one written before it did is untrained when
-    it ran no epoch and tested no checkpoint (what ``trainer.max_epochs=0`` used to write).
+    A record says its optimiser steps (``STEPS_KEY``); one without that count is untrained when it
+    ran no epoch and tested no checkpoint (a ``trainer.max_epochs=0`` run's record; such a run is
+    refused up front).
     """
     steps = record.get(STEPS_KEY)
     if steps == 0 or (steps is None and record.get("epochs") == 0 and record.get("tested_checkpoint") == ""):

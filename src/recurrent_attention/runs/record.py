@@ -1,11 +1,11 @@
 """What a run folder says about the run it holds: Hydra's record of the command, and the run's ids.
 
-Hydra writes ``.hydra/*.yaml`` into the run folder before ``train.py`` starts, so every later
-command (a skipped one, a refused one, another config given the same ``hydra.run.dir``) rewrote a
-finished run's record, and its config no longer matched its ``summary.json``. ``conf/train.yaml``
-turns that off (``hydra.output_subdir: null``) and ``train.py`` writes the same three files here,
-once it has decided to run in the folder, beside ``identity.json``: the ids of the run the folder
-holds from its first epoch on, so that a folder holding another config's run, finished or
+Hydra would write ``.hydra/*.yaml`` into the run folder before ``train.py`` starts, so every
+later command (a skipped one, a refused one, another config given the same ``hydra.run.dir``) would
+rewrite a finished run's record, and its config would not match its ``summary.json``.
+``conf/train.yaml`` turns that off (``hydra.output_subdir: null``) and ``train.py`` writes the same
+three files here, once it has decided to run in the folder, beside ``identity.json``: the ids of
+the run the folder holds from its first epoch on, so that a folder holding another config's run, finished or
 interrupted, is refused before anything in it changes.
 """
 
