@@ -22,7 +22,8 @@ Outputs: <out>/bench.json, <out>/bench.md, <out>/bench.png, <out>/figure5.png. `
 redraws the PNGs from the JSON. ``--quick`` (``make bench-quick``) is a first look: a few sizes, one
 round, no Figure 5, short training timings, into outputs/bench-quick (the full grid's ~7.8 GB and 5+
 minutes are for the committed figures); flags given beside it still win.
-Targets are from issues 12 and 27; the markdown says which are met.
+Targets (``targets_table``: Aaren's step against the lean Transformer's and flat in N, the exported
+step's µs, the operator against SDPA, training steps/s); the markdown says which are met.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models.linear_attention import LinearTransformer
 from recurrent_attention.ops import native
-from recurrent_attention.results.summary import atomic_write_text, device_description, git_commit
+from recurrent_attention.results.summary import device_description, git_commit
+from recurrent_attention.runs.atomic import atomic_write_text
 
 
 def operator_table(rows: list[dict]) -> str:
@@ -588,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Commit {report['commit']}; hardware: {report['device']}; torch {report['torch']}, "
             f"{report['threads']} thread(s); Aaren's kernels: {report['kernels']}; "
             f"command: `{report['command']}`. Every ratio compares two figures measured in this run.",
-            "## Targets (issues 12 and 27)",
+            "## Targets",
             targets_table(report) if operator and steps and training else "(partial run: see the tables)",
             f"## Per-token step cost ({report['stream_model']}, eval, no grad)",
             f"Fastest µs per `step` over {args.rounds} round(s) of the whole grid (each round: 50 or "

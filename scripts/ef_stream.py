@@ -6,7 +6,7 @@ python scripts/ef_stream.py            # an untrained demo model on a generated 
 
 import sys
 
-from recurrent_attention.tasks.ef.stream import main
+from recurrent_attention.cli.ef_stream import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -65,6 +65,7 @@ BAD = [
     (["task.lr=-1e-3"], "task.lr", "-0.001", ">= 0"),
     (["task.lr=nan"], "task.lr", "nan", ">= 0"),
     (["model=aaren", "model.path=scann"], "model.path", "'scann'", "chunked"),
+    (["model=aaren", "model.attn_dropout=0.1"], "model.attn_dropout", "0.1", "Aaren has no attention"),
     (["model.activation=swish"], "model.activation", "'swish'", "gelu, relu"),
     (["task=tsf/etth1", "task.features=X"], "task.features", "'X'", "M, S"),
     (["task=tsf/etth1", "task.freq=q"], "task.freq", "'q'", "one of"),

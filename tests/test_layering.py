@@ -1,11 +1,9 @@
 """The import rules of docs/design.md's layering, read from the source (every import, function-level too).
 
-A model never imports bench, tasks, results, runs or deploy, nor the compiled kernels or ONNX
-(models/export.py once reached into bench and runs from inside functions; the deployment forms of
-the step now live in deploy/, which wraps the models and imports only them and ops); the core's
-config modules import no task family (families register their own checks and resolvers); no module
-of the package reaches itself through its imports (``config`` and ``runs.identity`` once imported
-each other).
+Every import of the package runs down its layers (:data:`LAYERS`), so none needs to hide inside a
+function; a model imports no compiled kernel or ONNX; deploy/ wraps the models and imports only them
+and ops; the core's config modules import no task family (families register their own checks and
+resolvers); no module of the package reaches itself through its imports.
 """
 
 from __future__ import annotations
@@ -16,10 +14,28 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "recurrent_attention"
-ABOVE_MODELS = ("bench", "tasks", "results", "runs", "deploy", "ops.native")
-"""What no model imports: the layers above, deployment, and the compiled kernels (reached through ops)."""
+COMPILED_KERNELS = ("ops.native",)
+"""What no model imports though it is below them: the compiled kernels, reached through ops."""
 BELOW_DEPLOY = ("models", "ops", "deploy")
 """What deploy/ may import of the package."""
+LAYERS = (
+    ("errors",),
+    ("ops", "layers", "data", "migration"),
+    ("models",),
+    ("deploy",),
+    ("runs",),
+    ("results",),
+    ("config",),
+    ("config_checks",),
+    ("tasks",),
+    ("finished_run", "bench", "device"),
+    ("train",),
+    ("cli",),
+)
+"""The package's top-level parts from the bottom up: a part imports its own modules and those of the
+layers below it, never one beside it or above it (docs/design.md, "Layers and the one import
+direction"). ``results`` reads the records ``runs`` writes; ``finished_run`` reads a run folder back
+with ``config``'s and the families' resolvers."""
 
 
 def import_statements(path: Path) -> list[tuple[str, list[str]]]:
@@ -52,9 +68,68 @@ def forbidden(path: Path, layers: tuple[str, ...]) -> list[str]:
     return sorted(n for n in imported_modules(path) if any(n == r or n.startswith(f"{r}.") for r in roots))
 
 
+def layer_of(module: str) -> int:
+    """The index in :data:`LAYERS` of the part that holds ``module`` (``recurrent_attention.<part>...``)."""
+    part = module.split(".")[1]
+    return next(i for i, parts in enumerate(LAYERS) if part in parts)
+
+
+def package_imports(modules: dict[str, Path]) -> dict[str, list[str]]:
+    """The package modules (or packages) each module imports: ``from recurrent_attention import x``
+    counts as ``recurrent_attention.x``; the package's own ``__init__`` is left out."""
+    imports = {}
+    for name, path in modules.items():
+        if name == "recurrent_attention":
+            continue
+        targets = []
+        for module, names in import_statements(path):
+            if module == "recurrent_attention":
+                targets.extend(f"{module}.{n}" for n in names)
+            elif module.startswith("recurrent_attention."):
+                targets.append(module)
+        imports[name] = targets
+    return imports
+
+
+def upward_imports(imports: dict[str, list[str]]) -> list[str]:
+    """``"a imports b"`` for every import of another part that is not in a layer below ``a``'s."""
+    return [
+        f"{name} imports {module}"
+        for name, targets in sorted(imports.items())
+        for module in targets
+        if module.split(".")[1] != name.split(".")[1] and layer_of(module) >= layer_of(name)
+    ]
+
+
+def test_every_part_of_the_package_has_a_layer() -> None:
+    parts = {name.split(".")[1] for name in package_imports(package_modules())}
+    placed = {part for layer in LAYERS for part in layer}
+    assert parts == placed, (
+        f"parts without a layer {sorted(parts - placed)}, layers of no part {sorted(placed - parts)}"
+    )
+
+
+def test_every_import_runs_down_the_layers() -> None:
+    found = upward_imports(package_imports(package_modules()))
+    assert not found, f"{found}: import only from the layers below (LAYERS here); move what both need down"
+
+
+def test_upward_imports_on_hand_made_imports() -> None:
+    imports = {
+        "recurrent_attention.runs.a": ["recurrent_attention.errors", "recurrent_attention.runs.b"],
+        "recurrent_attention.data.c": ["recurrent_attention.tasks"],
+        "recurrent_attention.ops.e": ["recurrent_attention.migration"],
+        "recurrent_attention.cli.f": ["recurrent_attention.train", "recurrent_attention.bench.g"],
+    }
+    assert upward_imports(imports) == [
+        "recurrent_attention.data.c imports recurrent_attention.tasks",
+        "recurrent_attention.ops.e imports recurrent_attention.migration",
+    ]
+
+
 @pytest.mark.parametrize("path", sorted((PACKAGE / "models").glob("*.py")), ids=lambda p: p.name)
-def test_no_model_imports_a_layer_above_or_beside_it(path: Path) -> None:
-    found = forbidden(path, ABOVE_MODELS)
+def test_no_model_imports_the_compiled_kernels(path: Path) -> None:
+    found = forbidden(path, COMPILED_KERNELS)
     assert not found, f"models/{path.name} imports {found}"
 
 

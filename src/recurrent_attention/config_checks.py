@@ -127,6 +127,13 @@ RULES = (
         "an integer >= 0",
     ),
     Rule(("model.dropout", "model.attn_dropout"), lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    # Presets and LM set attn_dropout: 0.0 for every model; Aaren has no attention probabilities to drop.
+    Rule(
+        ("model.attn_dropout",),
+        lambda v: v == 0,
+        "0: Aaren has no attention probabilities to drop (model.dropout drops in its residual blocks)",
+        owners=AAREN,
+    ),
     Rule(("task.val_fraction",), lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)"),
     Rule(("task.time_eps",), lambda v: _number(v) and v > 0, "a number > 0"),
     # lr 0 is allowed: frozen weights are a legitimate check (every epoch then scores the same).

@@ -2,8 +2,8 @@
 
 ``train.py`` prints each as one ``error:`` line and exits 2 instead of a traceback. They live
 here, with nothing but the standard library, so that raising one (a datamodule refusing a config
-value, a reader refusing a file) loads no other part of the package: a family's data code once
-imported ``ConfigError`` from ``config_checks`` and with it three other families' internals.
+value, a reader refusing a file) loads no other part of the package (``config_checks`` would
+bring every family's rules with it).
 """
 
 from __future__ import annotations

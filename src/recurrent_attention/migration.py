@@ -4,9 +4,10 @@ Before that commit :class:`~recurrent_attention.models.blocks.HeadProjections` h
 layers ``q_proj``, ``k_proj``, ``v_proj`` (in that order, before ``out_proj``), so where a model's
 ``parameters()`` now list ``qkv.weight, qkv.bias`` they listed ``q.weight, q.bias, k.weight, k.bias,
 v.weight, v.bias`` (without ``qkv_bias``: ``q.weight, k.weight, v.weight``). The weights of such a
-checkpoint load through ``HeadProjections``' state-dict hook, which finds them by name; an
-optimiser's state, though, is indexed by position in ``parameters()``, so Lightning would hand the
-fused model an optimiser state with more parameters than it has. :func:`fuse_optimizer_states`
+checkpoint are found by name and joined (:func:`migrate_state_dict`, before the model loads them:
+``TaskModule.on_load_checkpoint``, ``finished_run``); an optimiser's state, though, is indexed by
+position in ``parameters()``, so Lightning would hand the fused model an optimiser state with more
+parameters than it has. :func:`fuse_optimizer_states`
 rewrites that state as the fused model's optimiser would have written it: each fused parameter's
 per-element buffers (Adam's and RAdam's moments, SGD's momentum) are its three parts' joined in
 q, k, v order, and its per-parameter scalars (the step count) are the parts', which were stepped

@@ -45,23 +45,21 @@ from recurrent_attention.data.fingerprint import (
 )
 from recurrent_attention.errors import CheckpointError, ConfigError, DataError, DataMissingError
 from recurrent_attention.ops import native
-from recurrent_attention.results.collect import FAILED_NAME, non_finite_metrics
+from recurrent_attention.results.collect import non_finite_metrics
 from recurrent_attention.results.summary import (
     STEPS_KEY,
-    SUMMARY_NAME,
-    atomic_write_text,
     device_description,
     git_commit,
     package_version,
     write_summary,
 )
-from recurrent_attention.runs.atomic import AtomicCheckpointIO, DiskFullError, disk_full
+from recurrent_attention.runs.atomic import AtomicCheckpointIO, DiskFullError, atomic_write_text, disk_full
 from recurrent_attention.runs.folder import remove_refused_folder, set_aside_previous_run, usable_checkpoint
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.interrupt import interrupts_as_sigterm, requeue_if_warned, warned_by_slurm
 from recurrent_attention.runs.lock import RunFolderBusyError, RunLock
 from recurrent_attention.runs.quiet import silence_library_noise
-from recurrent_attention.runs.record import require_same_run, write_run_record
+from recurrent_attention.runs.record import FAILED_NAME, SUMMARY_NAME, require_same_run, write_run_record
 from recurrent_attention.runs.resume import LastCheckpoint, ReproducibleEpochs, last_checkpoint_path
 from recurrent_attention.runs.sweep import note_failed_job
 from recurrent_attention.runs.trained import require_optimiser_steps

@@ -6,16 +6,19 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from recurrent_attention.device.chunks import (
     HORIZONS,
     QUEUE,
+    TSF_SIZE,
     VERIFY_REPORT,
     chunk_named,
     job_key,
     next_chunk,
     pending_jobs,
 )
+from tests.conftest import ROOT
 
 H100 = "NVIDIA H100 80GB HBM3 x1"
 
@@ -39,6 +42,25 @@ def test_queue_order_and_sizes() -> None:
     assert [j.overrides[-2] for j in wiki[:4]] == ["seed=1"] * 4
     ettm1 = next(j for j in tsf.jobs if "task=tsf/ettm1" in j.overrides and "task.pred_len=96" in j.overrides)
     assert ettm1.cost == pytest.approx(4.0)  # four times ETTh1's windows, same horizon
+
+
+def test_the_tsf_chunk_runs_the_experiments_grid_on_its_datasets() -> None:
+    experiment = ROOT / "conf" / "experiment" / "aaren" / "tsf.yaml"
+    params = yaml.safe_load(experiment.read_text())["hydra"]["sweeper"]["params"]
+    grid = {key: str(values).split(",") for key, values in params.items()}
+    assert {f"tsf/{dataset}" for dataset in TSF_SIZE} <= set(grid["task"])
+    cells = {
+        frozenset((f"task=tsf/{dataset}", f"task.pred_len={horizon}", f"model={model}"))
+        for dataset in TSF_SIZE
+        for horizon in grid["task.pred_len"]
+        for model in grid["model"]
+    }
+    jobs = chunk_named("tsf").jobs
+    grid_keys = ("task=", "task.pred_len=", "model=")
+    assert {frozenset(o for o in job.overrides if o.startswith(grid_keys)) for job in jobs} == cells
+    assert {o for job in jobs for o in job.overrides if o.startswith("seed=")} <= {
+        f"seed={s}" for s in grid["seed"]
+    }
 
 
 def test_job_key_ignores_where_files_go_and_order() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from recurrent_attention.finished_run import run_ids_of_folder
 from recurrent_attention.ops import native
-from recurrent_attention.runs.finished import run_ids_of_folder
 from tests.conftest import read_summaries, run_train
 from tests.tasks.tsf.test_data import write_ett_csv
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from recurrent_attention.results.summary import SUMMARY_NAME, atomic_write_text
+from recurrent_attention.runs.atomic import atomic_write_text
+from recurrent_attention.runs.record import SUMMARY_NAME
 
 TSF_RUN = {
     "task": "tsf/etth1",

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from recurrent_attention.results.summary import SUMMARY_NAME, atomic_write_text, write_summary
-from recurrent_attention.runs.atomic import AtomicCheckpointIO
+from recurrent_attention.results.summary import write_summary
+from recurrent_attention.runs.atomic import AtomicCheckpointIO, atomic_write_text
+from recurrent_attention.runs.record import SUMMARY_NAME
 
 
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])

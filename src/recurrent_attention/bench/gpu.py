@@ -29,7 +29,7 @@ from recurrent_attention.bench.timing import time_call
 from recurrent_attention.bench.training import AAREN_PAIR, family_timings
 from recurrent_attention.bench.training import as_rows as training_rows
 from recurrent_attention.models import Aaren, Transformer
-from recurrent_attention.results.summary import atomic_write_text
+from recurrent_attention.runs.atomic import atomic_write_text
 
 OPERATOR_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 TRAINING_TASKS = {

@@ -28,7 +28,8 @@ from recurrent_attention.models.base import Backbone
 from recurrent_attention.models.crt import CompactRecurrentTransformer
 from recurrent_attention.models.transformer import Transformer
 from recurrent_attention.models.transformer_xl import TransformerXL
-from recurrent_attention.results.summary import atomic_write_text, device_description
+from recurrent_attention.results.summary import device_description
+from recurrent_attention.runs.atomic import atomic_write_text
 from recurrent_attention.tasks.lm.head import LanguageModel
 
 WT103_VOCAB, WT103_CUTOFFS = 267735, (20000, 40000, 200000)

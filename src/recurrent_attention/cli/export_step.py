@@ -1,7 +1,7 @@
 """``scripts/export_step.py``: export a trained run's Aaren or linear-attention step to ONNX, check it
 against the eager step token after token, and print both per-token latencies.
 
-The three layers it joins stay apart: the run comes from ``runs.finished`` (the one loader of a
+The three layers it joins stay apart: the run comes from ``finished_run`` (the one loader of a
 finished run), the export from ``deploy.onnx_aaren`` or ``deploy.onnx_linear`` (by way of
 ``bench.streaming.EXPORTS``), the check and timing from ``bench.streaming``.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from recurrent_attention.bench.streaming import EXPORTS, check_and_time
+from recurrent_attention.finished_run import RunFolderError, load_finished_run
 from recurrent_attention.models.aaren import Aaren
-from recurrent_attention.runs.finished import RunFolderError, load_finished_run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

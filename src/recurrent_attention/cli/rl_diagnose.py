@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recurrent_attention.results.summary import atomic_write_text
+from recurrent_attention.runs.atomic import atomic_write_text
 
 # A window evaluation scoring below this fell at once (Hopper pays ~1 per step alive: ~20 steps).
 FALL_SCORE = 2.0

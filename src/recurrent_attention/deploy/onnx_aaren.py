@@ -17,7 +17,7 @@ repeated over that head's ``d_head`` lanes, the score column likewise repeated b
 matrix. Every update is then one element-wise op over ``d_model`` lanes, with no reshape between the
 projection, the state and the output projection; the cost is ``2 (d_model - H)`` more floats of
 state per layer (1 KiB at d_model 128, 2 layers, batch 1), still constant in the tokens seen.
-This module is the export only: loading a trained run is ``runs.finished``'s, timing the exported
+This module is the export only: loading a trained run is ``finished_run``'s, timing the exported
 step ``bench.streaming``'s, and the command line ``cli.export_step``'s.
 """
 

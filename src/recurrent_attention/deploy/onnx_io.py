@@ -1,4 +1,5 @@
-"""Writing a step to ONNX and opening it in onnxruntime (the deploy extra, imported only here)."""
+"""Writing a step to ONNX and opening it in onnxruntime (the deploy extra, imported where a session
+is opened, so that the package imports without it)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def write_onnx(
 
 def onnx_session(path: str | Path, threads: int, batch: int | None = None) -> object:
     """An onnxruntime CPU session on ``threads`` threads (onnxruntime is the deploy extra, so it is
-    imported only here). For a stream of one row (``batch == 1``) two defaults that cost more than
+    imported on use). For a stream of one row (``batch == 1``) two defaults that cost more than
     they save there are off: prepacked weights (a one-row product ran slower from the packed matrix
     than from the plain one) and memory-reuse planning. Measured on both exported steps at d_model
     128, 1 thread: Aaren's 69 -> 62 µs, the Transformer's (1.6k cached tokens) 402 -> 369 µs; at

@@ -41,7 +41,7 @@ NAME = "recurrent_attention_native"
 SOURCES = sorted(Path(__file__).with_name("csrc").glob("*.cpp"))
 # CPU time of a cold build, measured (torch 2.13, g++ -O3, 4 files: 108.6 s user + 6.8 s sys; each file
 # ~30 s, the link under a second). Its wall time is this over the free cores: 207 s on a 2-core
-# machine busy with other work, where the log line used to promise "about a minute".
+# machine busy with other work, so the log line says the estimate for the cores it has.
 BUILD_CPU_S = 115
 
 

@@ -223,7 +223,7 @@ class _ChunkCumulativeAttention(torch.autograd.Function):
 def autocast_off(device: torch.device) -> torch.autocast:
     """Autocast switched off on ``device``'s type, for :func:`attention_chunked`'s body: it casts to
     its compute dtype itself, and autocast would run its matrix products in bf16/fp16 again, losing
-    the float32 sums and handing a hand-written backward tensors of two dtypes (issue 64's
+    the float32 sums and handing a hand-written backward tensors of two dtypes (torch's
     ``expected m1 and m2 to have the same dtype``). Any device type, so CUDA's autocast is off too."""
     return torch.autocast(device.type, enabled=False)
 

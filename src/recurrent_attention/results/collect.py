@@ -26,10 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from recurrent_attention.results.identity import config_key, describe, run_key
-from recurrent_attention.results.summary import STEPS_KEY, SUMMARY_NAME
+from recurrent_attention.results.record_keys import config_key, describe, run_key
+from recurrent_attention.results.summary import STEPS_KEY
+from recurrent_attention.runs.record import FAILED_NAME, SUMMARY_NAME
 
-FAILED_NAME = "failed.json"
 # Columns every frame has, whatever its records hold (layouts select and group on them).
 COLUMNS = ("task", "family", "dataset", "model", "seed", "preset", "compat", "git_commit", "status", "path")
 COLUMNS += ("config_key", "run_key", "config", "error", "duplicate_of")
@@ -59,8 +59,9 @@ def non_finite_metrics(metrics: Mapping[str, Any]) -> list[str]:
 def untrained(record: Mapping[str, Any]) -> str | None:
     """Why a summary holds a randomly initialised model's metrics, or None when it was trained.
 
-    A record says its optimiser steps (``STEPS_KEY``); one written before it did is untrained when
-    it ran no epoch and tested no checkpoint (what ``trainer.max_epochs=0`` used to write).
+    A record says its optimiser steps (``STEPS_KEY``); one without that count is untrained when it
+    ran no epoch and tested no checkpoint (a ``trainer.max_epochs=0`` run's record; such a run is
+    refused up front).
     """
     steps = record.get(STEPS_KEY)
     if steps == 0 or (steps is None and record.get("epochs") == 0 and record.get("tested_checkpoint") == ""):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recurrent_attention.results.identity import show
+from recurrent_attention.results.record_keys import show
 
 COUNTED = ("ok", "failed")  # statuses that are runs of a table (duplicates and superseded are not)
 

@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
-from recurrent_attention.results.summary import atomic_write_text
+from recurrent_attention.runs.atomic import atomic_write_text
 
 OURS, PAPER = " (ours)", " (paper)"
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"

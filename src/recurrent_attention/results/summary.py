@@ -6,49 +6,18 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
-SUMMARY_NAME = "summary.json"
+from recurrent_attention.runs.atomic import atomic_write_text
+from recurrent_attention.runs.record import SUMMARY_NAME
+
 # The record's count of optimiser steps: a run without one is refused (runs.trained) and so is its
 # record in a table (results.collect), as its metrics are those of a random initialisation.
 STEPS_KEY = "optimizer_steps"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder and rename, so readers never see half a file.
-
-    A write that fails (a full disk) removes its temporary file and leaves ``path`` as it was. The
-    file gets the mode a plain ``open`` would give (0666 less the umask, 0644 usually), not the
-    temporary file's private 0600.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        try:
-            tmp.write(data)
-            tmp.flush()
-            os.fchmod(tmp.fileno(), 0o666 & ~_umask())
-            os.fsync(tmp.fileno())
-        except BaseException:
-            Path(tmp.name).unlink(missing_ok=True)
-            raise
-    os.replace(tmp.name, path)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """:func:`atomic_write_bytes` of ``text`` as UTF-8."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_summary(run_dir: str | Path, record: dict[str, Any]) -> Path:

@@ -20,14 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from recurrent_attention.results.grouping import (
-    COUNTED,
-    config_rows,
-    seed_ranges,
-    table_seeds,
-)
-from recurrent_attention.results.identity import DESCRIPTION_FIELDS, show
-from recurrent_attention.results.summary import atomic_write_text
+from recurrent_attention.results.grouping import COUNTED, config_rows, seed_ranges, table_seeds
+from recurrent_attention.results.record_keys import DESCRIPTION_FIELDS, show
+from recurrent_attention.runs.atomic import atomic_write_text
 
 # The papers' numbers as CSV ship inside the package (results/reference/, read through
 # importlib.resources, so any clone or installed wheel has them); RA_REFERENCE_DIR points elsewhere.

@@ -3,21 +3,54 @@
 Lightning's ``TorchCheckpointIO`` serialises to memory and then writes the bytes straight into
 ``best.ckpt`` / ``last.ckpt``: a write cut short by a full disk leaves a truncated file where the
 last good checkpoint was. Here the bytes go to a temporary file beside it, renamed over it only
-once they are all on disk (``results.summary.atomic_write_bytes``); a failed write removes the
-temporary file, so the same command resumes from the last good ``last.ckpt``.
+once they are all on disk (:func:`atomic_write_bytes`, through which the run's records and tables
+are written too); a failed write removes the temporary file, so the same command resumes from the
+last good ``last.ckpt``.
 """
 
 from __future__ import annotations
 
 import errno
 import io
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from recurrent_attention.results.summary import atomic_write_bytes
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder and rename, so readers never see half a file.
+
+    A write that fails (a full disk) removes its temporary file and leaves ``path`` as it was. The
+    file gets the mode a plain ``open`` would give (0666 less the umask, 0644 usually), not the
+    temporary file's private 0600.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+        try:
+            tmp.write(data)
+            tmp.flush()
+            os.fchmod(tmp.fileno(), 0o666 & ~_umask())
+            os.fsync(tmp.fileno())
+        except BaseException:
+            Path(tmp.name).unlink(missing_ok=True)
+            raise
+    os.replace(tmp.name, path)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """:func:`atomic_write_bytes` of ``text`` as UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

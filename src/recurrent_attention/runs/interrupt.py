@@ -4,8 +4,8 @@ Lightning catches SIGTERM with a handler that only sets a flag; its loops stop a
 boundary (``SIGTERMException``), where ``runs.resume.ReproducibleEpochs`` saves ``last.ckpt``, and
 the resumed run ends with an unbroken run's metrics. SIGINT it leaves to Python, which raises
 ``KeyboardInterrupt`` wherever the process is (inside an optimiser step, between a forward and its
-backward); Lightning then saves whatever half-updated state there is and exits 1 itself, so the
-resumed run was not exact and ``train.py`` printed no ``interrupted:`` line. While
+backward); Lightning would then save whatever half-updated state there is and exit 1 itself, so
+the resumed run would not be exact and ``train.py`` would print no ``interrupted:`` line. While
 :func:`interrupts_as_sigterm` is active, SIGINT is handed to the SIGTERM handler instead.
 """
 

@@ -1,11 +1,11 @@
 """What a run folder says about the run it holds: Hydra's record of the command, and the run's ids.
 
-Hydra writes ``.hydra/*.yaml`` into the run folder before ``train.py`` starts, so every later
-command (a skipped one, a refused one, another config given the same ``hydra.run.dir``) rewrote a
-finished run's record, and its config no longer matched its ``summary.json``. ``conf/train.yaml``
-turns that off (``hydra.output_subdir: null``) and ``train.py`` writes the same three files here,
-once it has decided to run in the folder, beside ``identity.json``: the ids of the run the folder
-holds from its first epoch on, so that a folder holding another config's run, finished or
+Hydra would write ``.hydra/*.yaml`` into the run folder before ``train.py`` starts, so every
+later command (a skipped one, a refused one, another config given the same ``hydra.run.dir``) would
+rewrite a finished run's record, and its config would not match its ``summary.json``.
+``conf/train.yaml`` turns that off (``hydra.output_subdir: null``) and ``train.py`` writes the same
+three files here, once it has decided to run in the folder, beside ``identity.json``: the ids of
+the run the folder holds from its first epoch on, so that a folder holding another config's run, finished or
 interrupted, is refused before anything in it changes.
 """
 
@@ -19,11 +19,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.errors import ConfigError
-from recurrent_attention.results.collect import FAILED_NAME
-from recurrent_attention.results.summary import SUMMARY_NAME, atomic_write_text
+from recurrent_attention.runs.atomic import atomic_write_text
 
 HYDRA_RECORD = ".hydra"
 IDENTITY_NAME = "identity.json"
+SUMMARY_NAME = "summary.json"
+"""A finished run's record (``results.summary.write_summary``), which every results table is built from."""
+FAILED_NAME = "failed.json"
+"""A failed run's record (``train.py``), which tables count as a failed seed."""
 # Where a folder names its run: the record written at its start, else (folders from before it)
 # the finished run's summary or the failed run's record.
 ID_SOURCES = (IDENTITY_NAME, SUMMARY_NAME, FAILED_NAME)

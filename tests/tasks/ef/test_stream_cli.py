@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.runs.test_finished import write_run
+from tests.test_finished_run import write_run
 from tests.train_process import run_script
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from recurrent_attention.tasks.video.blocks import CAUSAL_MIXERS, DividedBlock
+from recurrent_attention.tasks.video.divided_block import CAUSAL_MIXERS, DividedBlock
 from recurrent_attention.tasks.video.encoders import CRViT, TimeSformer
 
 D, HEADS, S, T, B = 8, 2, 4, 3, 2

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from recurrent_attention.data import DataError
-from recurrent_attention.tasks.video.blocks import CAUSAL_MIXERS
+from recurrent_attention.tasks.video.divided_block import CAUSAL_MIXERS
 from recurrent_attention.tasks.video.encoders import CRViT, TimeSformer
 
 D, DEPTH, HEADS, PATCH = 16, 2, 2, 8

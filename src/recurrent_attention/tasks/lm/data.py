@@ -26,7 +26,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import DataError, DataLocation, describe_origin
-from recurrent_attention.data.checks import reading
+from recurrent_attention.data.reading import reading
 from recurrent_attention.errors import ConfigError
 from recurrent_attention.tasks.base import distributed_world, loader_options, make_loader
 

@@ -45,7 +45,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from stable_baselines3.sac.policies import SACPolicy
 from tqdm import tqdm
 
-from recurrent_attention.results.summary import atomic_write_text
+from recurrent_attention.runs.atomic import atomic_write_text
 from recurrent_attention.tasks.rl.collect import Policy, play_episodes
 from recurrent_attention.tasks.rl.curve import COLUMNS, read_curve, write_curve
 from recurrent_attention.tasks.rl.env import make_env, normalized_score

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from recurrent_attention.results.summary import atomic_write_text
+from recurrent_attention.runs.atomic import atomic_write_text
 
 COLUMNS = ("step", "return_mean", "return_std", "return_min", "return_max", "length_mean", "score", "wall_s")
 

@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import DataError, DataLocation
-from recurrent_attention.data.checks import require_scalable
+from recurrent_attention.data.reading import require_scalable
 from recurrent_attention.tasks.base import loader_options, make_loader
 from recurrent_attention.tasks.tsc.tsformat import TSData, read_ts
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from recurrent_attention.data import DataError
-from recurrent_attention.data.checks import reading, require_finite
+from recurrent_attention.data.reading import reading, require_finite
 
 BOOLEAN_TAGS = ("timestamps", "missing", "univariate", "equallength")
 INTEGER_TAGS = ("dimensions", "serieslength")

@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from recurrent_attention.data import DataError, DataLocation
-from recurrent_attention.data.checks import reading, require_finite, require_scalable
+from recurrent_attention.data.reading import reading, require_finite, require_scalable
 from recurrent_attention.tasks.base import loader_options, make_loader
 from recurrent_attention.tasks.tsf.timefeatures import time_features
 

@@ -3,7 +3,7 @@
 
 They do not keep the backbones' interface (``models.base.Backbone``: a sequence of embeddings in,
 the same length out, ``step`` per token): a clip goes in and class-token features come out, one
-entry per iteration. Built from :mod:`~recurrent_attention.tasks.video.blocks`; the features are
+entry per iteration. Built from :mod:`~recurrent_attention.tasks.video.divided_block`; the features are
 the final LayerNorm of the class token.
 
 Causal mode (a causal time mixer: ``time_mixer=aaren`` or ``linear``). Causal mixing alone does not
@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from recurrent_attention.models.base import State
 from recurrent_attention.models.ncgru import make_rnn
-from recurrent_attention.tasks.video.blocks import CAUSAL_MIXERS, DividedBlock, PatchEmbed
+from recurrent_attention.tasks.video.divided_block import CAUSAL_MIXERS, DividedBlock, PatchEmbed
 from recurrent_attention.tasks.video.weights import load_pretrained
 
 FRAME_SPLITS = ("split", "repeat")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from recurrent_attention.results.identity import SETTING_SOURCES, config_key, describe, normalise_overrides
+from recurrent_attention.results.record_keys import SETTING_SOURCES, config_key, describe, normalise_overrides
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

@@ -1,4 +1,4 @@
-"""Checks every reader shares: finite numbers, readable files, scaling statistics that exist.
+"""What every reader of a data file shares: the file named in its errors, finite numbers, scaling statistics.
 
 A bad file must stop a run with one :class:`DataError` line naming the file, the place in it and
 the problem, before a NaN reaches a loss (a NaN metric) or an ``inf`` a scaler (a silently zeroed

@@ -12,8 +12,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.finished_run import load_finished_run
 from recurrent_attention.models import Aaren
-from recurrent_attention.runs.finished import load_finished_run
 
 
 def write_run(run_dir: Path, task: str = "ef/sin", overrides: Sequence[str] = ()) -> torch.nn.Module:

@@ -5,6 +5,10 @@ here and nowhere else, so they take the weights the run was tested with: the che
 ``summary.json`` names (``best_checkpoint``; ``last.ckpt`` where the run monitored nothing), never
 a file picked by its name, which after a restart can be a killed attempt's (``best.ckpt`` beside
 the new ``best-v1.ckpt``). A folder that is not a finished run is one :class:`RunFolderError` line.
+
+It stands above ``config`` and ``tasks``, beside ``train`` that wrote the folder: a saved config is
+read with the core's and the families' resolvers, and ``runs.identity`` (which ``config`` imports
+for ``${ra.run_id:}``) recomputes the saved folder's ids.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from recurrent_attention.config import register_resolvers
 from recurrent_attention.migration import migrate_state_dict
-from recurrent_attention.results.summary import SUMMARY_NAME
 from recurrent_attention.runs.identity import run_ids
+from recurrent_attention.runs.record import SUMMARY_NAME
 from recurrent_attention.runs.resume import CHECKPOINTS, last_checkpoint_path
+from recurrent_attention.tasks import register_families
 
 
 class RunFolderError(ValueError):
@@ -40,8 +47,6 @@ class FinishedRun:
 
     def load_module(self) -> Any:
         """The run's task module (and so its backbone) with the named checkpoint's weights."""
-        from hydra.utils import instantiate
-
         module = instantiate(self.config.task.module, backbone=instantiate(self.config.model.backbone))
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["state_dict"]
         module.load_state_dict(migrate_state_dict(state))
@@ -62,14 +67,7 @@ def named_checkpoint(run_dir: Path, summary: dict[str, Any]) -> Path:
 
 
 def register_saved_config_resolvers() -> None:
-    """The core's and the families' resolvers, which a saved ``.hydra/config.yaml`` may use.
-
-    Imported here, not in ``runs.identity``: ``config`` imports ``identity`` for ``${ra.run_id:}``,
-    so the hash must not import ``config`` back (``tests/test_layering.py`` finds import circles).
-    """
-    from recurrent_attention.config import register_resolvers
-    from recurrent_attention.tasks import register_families
-
+    """The core's and the families' resolvers, which a saved ``.hydra/config.yaml`` may use."""
     register_resolvers()
     register_families()
 

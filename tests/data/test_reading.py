@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from recurrent_attention.data import DataError
-from recurrent_attention.data.checks import reading, require_finite, require_scalable
+from recurrent_attention.data.reading import reading, require_finite, require_scalable
 
 
 def test_require_finite_reports_the_first_bad_entry_in_row_order() -> None:
