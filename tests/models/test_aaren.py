@@ -138,21 +138,6 @@ def test_without_the_compiled_projection_aaren_equals_the_naive_definition(
     torch.testing.assert_close(torch.stack(steps, 1), expected, rtol=1e-9, atol=1e-9)
 
 
-def test_the_python_defaults_are_the_configs() -> None:
-    """``Aaren(...)`` built in Python is conf/model/aaren.yaml's model (dropout aside: the config's
-    0.0 is the tasks' to set), the score scale included."""
-    import inspect
-
-    config = model_config("aaren").model
-    defaults = {
-        name: p.default
-        for name, p in inspect.signature(Aaren.__init__).parameters.items()
-        if p.default is not inspect.Parameter.empty and name in config and name != "dropout"
-    }
-    assert defaults == {name: config[name] for name in defaults}
-    assert {"scaled_scores", "path", "qkv_bias", "norm_first", "final_norm"} <= set(defaults)
-
-
 def test_the_learned_query_is_drawn_with_variance_one_over_d_model() -> None:
     """``query ~ N(0, 1/d_model)``: projected by W_q like a token, it starts at a token's scale."""
     torch.manual_seed(0)

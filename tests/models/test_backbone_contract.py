@@ -288,19 +288,9 @@ def test_transformer_attention_dropout_runs_in_training_only() -> None:
     assert not torch.equal(model(x)[0], model(x)[0])
 
 
-def test_transformer_python_defaults_are_the_configs_and_nn_transformers_dropout() -> None:
-    """``Transformer(...)`` in Python is conf/model/transformer.yaml's model; its dropout (the tasks
-    set the config's) is nn.Transformer's 0.1, and the attention's follows it."""
-    import inspect
-
-    config = model_config("transformer").model
-    defaults = {
-        name: p.default
-        for name, p in inspect.signature(Transformer.__init__).parameters.items()
-        if p.default is not inspect.Parameter.empty and name in config and "dropout" not in name
-    }
-    assert defaults == {name: config[name] for name in defaults}
-    assert {"norm_first", "final_norm", "qkv_bias", "norm_eps", "activation"} <= set(defaults)
+def test_transformer_dropout_is_nn_transformers_and_the_attention_follows_it() -> None:
+    """Its dropout (the tasks set the config's) is nn.Transformer's 0.1 and the attention's follows
+    it; the other defaults are the config's (tests/models/test_config_defaults.py)."""
     block = Transformer(8, 2, 1, 16).blocks[0]
     assert block.dropout.p == block.ff[2].p == block.mixer.attn_dropout == 0.1
 

@@ -197,23 +197,6 @@ def test_memory_on_the_baselines_relative_attention_steps_as_it_runs():
         )
 
 
-def test_the_python_defaults_are_the_configs() -> None:
-    """``CompactRecurrentTransformer(...)`` built in Python is conf/model/crt.yaml's model (dropout
-    aside: the tasks set it), BPTT and the reset positional RNN included."""
-    import inspect
-
-    from tests.helpers.backbones import model_config
-
-    config = model_config("crt").model
-    defaults = {
-        name: p.default
-        for name, p in inspect.signature(CompactRecurrentTransformer.__init__).parameters.items()
-        if p.default is not inspect.Parameter.empty and name in config and "dropout" not in name
-    }
-    assert defaults == {name: config[name] for name in defaults}
-    assert {"bptt", "reset_positions", "rnn", "ncgru_inverse", "memory_token"} <= set(defaults)
-
-
 @pytest.mark.parametrize("inverse", ["exact", "neumann"])
 def test_ncgru_inverse_reaches_both_ncgru_cells(inverse: str) -> None:
     model = CompactRecurrentTransformer(
