@@ -133,8 +133,8 @@ def extension() -> ModuleType | None:
         # already loaded); without it the kernels run serially, and correctly.
         openmp = ["-fopenmp"] if sys.platform.startswith("linux") else []
         # No fused multiply-add contraction: with it (-march=native turns FMA on) a kernel's last bits
-        # depend on which loop, vector or tail, reached an element, and an old-layout checkpoint
-        # stopped resuming bit for bit as the fused one (tests/test_migration.py).
+        # depend on which loop, vector or tail, reached an element, and a checkpoint of the old layout
+        # would not resume bit for bit as the fused one (tests/test_migration.py).
         sources, cflags = [str(s) for s in SOURCES], ["-O3", "-ffp-contract=off", *arch_flags(), *openmp]
         name = build_name(cflags)
         cold = not built(name)
