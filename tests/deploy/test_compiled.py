@@ -10,6 +10,7 @@ import torch
 from recurrent_attention.deploy import CompiledStepper, LeanStepper
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models.linear_attention import LinearTransformer
+from tests.helpers.backbones import assert_states_close
 from tests.ops.kernels import require_native
 
 TOLERANCE = {torch.float32: {"rtol": 1e-5, "atol": 1e-5}, torch.float64: {"rtol": 1e-12, "atol": 1e-12}}
@@ -25,13 +26,6 @@ def stream(step, tokens: torch.Tensor, state: list) -> tuple[torch.Tensor, list]
             y, state = step(x_t, state)
             outputs.append(y)
     return torch.stack(outputs), state
-
-
-def assert_states_close(ours: list, theirs: list, tolerance: dict) -> None:
-    for a, b in zip(ours, theirs, strict=True):
-        assert type(a) is type(b)
-        for x, y in zip(a, b, strict=True):
-            torch.testing.assert_close(x, y, **tolerance)
 
 
 @pytest.mark.parametrize("model_class", [Aaren, LinearTransformer])
@@ -69,8 +63,8 @@ def test_compiled_step_equals_the_model_step(
     assert compiled_stepper._compiled is not None  # the compiled path ran
     own, own_state = stream(model.step, x, start)
     torch.testing.assert_close(compiled, own, **TOLERANCE[dtype])
-    assert_states_close(compiled_state, own_state, TOLERANCE[dtype])
-    assert_states_close(start, kept, {"rtol": 0, "atol": 0})
+    assert_states_close(compiled_state, own_state, **TOLERANCE[dtype])
+    assert_states_close(start, kept, rtol=0, atol=0)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.1)

@@ -13,7 +13,8 @@ from recurrent_attention.deploy.onnx_io import onnx_session
 from recurrent_attention.deploy.onnx_state import OnnxStep, state_names
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.ops import ScanState
-from tests.helpers.onnx import needs_onnx
+from tests.helpers.backbones import assert_states_close
+from tests.helpers.onnx import assert_graph_follows_the_step, needs_onnx
 
 D_MODEL, HEADS, LAYERS = 16, 4, 2
 
@@ -21,12 +22,6 @@ D_MODEL, HEADS, LAYERS = 16, 4, 2
 def model(**options: object) -> Aaren:
     torch.manual_seed(0)
     return Aaren(D_MODEL, HEADS, LAYERS, 32, dropout=0.0, **options).eval()
-
-
-def assert_states_close(actual: list, expected: list, **tolerance: float) -> None:
-    for got, want in zip(actual, expected, strict=True):
-        for got_part, want_part in zip(got, want, strict=True):
-            torch.testing.assert_close(got_part, want_part, **tolerance)
 
 
 def test_lane_state_round_trips_and_repeats_each_head_over_its_lanes() -> None:
@@ -46,15 +41,7 @@ def test_lane_step_equals_the_eager_step(options: dict) -> None:
     """The graph's eager form against the model's step over 20 tokens from an empty state (float64)."""
     m = model(**options).double()
     graph = lane_step(m, torch.float64)
-    x = torch.randn(20, 3, D_MODEL, dtype=torch.float64) * 3.0
-    state = m.init_state(3, dtype=torch.float64)
-    lanes = lane_state(state)
-    with torch.no_grad():
-        for x_t in x:
-            expected, state = m.step(x_t, state)
-            y, *lanes = graph(x_t, *lanes)
-            torch.testing.assert_close(y, expected, rtol=1e-12, atol=1e-12)
-    assert_states_close(scan_state(lanes, HEADS), state, rtol=1e-12, atol=1e-12)
+    assert_graph_follows_the_step(m, graph, lane_state, lambda lanes: scan_state(lanes, HEADS), D_MODEL)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ from recurrent_attention.deploy.onnx_linear import (
 from recurrent_attention.deploy.onnx_state import OnnxStep
 from recurrent_attention.models import Aaren
 from recurrent_attention.models.linear_attention import LinearTransformer
-from tests.helpers.onnx import needs_onnx
+from tests.helpers.backbones import assert_states_close
+from tests.helpers.onnx import assert_graph_follows_the_step, needs_onnx
 
 D_MODEL, HEADS, LAYERS = 16, 4, 2
 D_HEAD = D_MODEL // HEADS
@@ -27,12 +28,6 @@ D_HEAD = D_MODEL // HEADS
 def model(**options: object) -> LinearTransformer:
     torch.manual_seed(0)
     return LinearTransformer(D_MODEL, HEADS, LAYERS, 32, dropout=0.0, **options).eval()
-
-
-def assert_states_close(actual: list, expected: list, **tolerance: float) -> None:
-    for got, want in zip(actual, expected, strict=True):
-        torch.testing.assert_close(got.s, want.s, **tolerance)
-        torch.testing.assert_close(got.z, want.z, **tolerance)
 
 
 def test_graph_state_holds_z_as_the_last_column_of_s_and_round_trips() -> None:
@@ -52,15 +47,7 @@ def test_augmented_step_equals_the_model_step(options: dict) -> None:
     """The graph's eager form against the model's step over 20 tokens from an empty state (float64)."""
     m = model(**options).double()
     graph = augmented_step(m, torch.float64)
-    x = torch.randn(20, 3, D_MODEL, dtype=torch.float64) * 3.0
-    state = m.init_state(3, dtype=torch.float64)
-    layout = graph_state(state)
-    with torch.no_grad():
-        for x_t in x:
-            expected, state = m.step(x_t, state)
-            y, *layout = graph(x_t, *layout)
-            torch.testing.assert_close(y, expected, rtol=1e-12, atol=1e-12)
-    assert_states_close(linear_state(layout), state, rtol=1e-12, atol=1e-12)
+    assert_graph_follows_the_step(m, graph, graph_state, linear_state, D_MODEL)
 
 
 @pytest.fixture(scope="module")

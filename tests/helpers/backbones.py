@@ -59,3 +59,11 @@ def build_backbone(name: str, overrides: tuple[str, ...] = ()) -> Backbone:
     """The backbone of ``conf/model/<name>.yaml`` (plus ``overrides``), seeded, float64, eval mode."""
     torch.manual_seed(0)
     return instantiate(model_config(name, overrides).model.backbone).double().eval()
+
+
+def assert_states_close(actual: list, expected: list, **tolerance: float) -> None:
+    """Two step states (one state tuple per layer) of the same types, part by part within ``tolerance``."""
+    for got, want in zip(actual, expected, strict=True):
+        assert type(got) is type(want)
+        for got_part, want_part in zip(got, want, strict=True):
+            torch.testing.assert_close(got_part, want_part, **tolerance)
