@@ -108,9 +108,28 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(leaf, None)
+    _restore_removed(content)
     _drop_added(content)
     choices = {name: choices.get(name) for name in NAMING_CHOICES}
     return {"config": _unmoved(content), "choices": choices, "data": data_identity(cfg)}
+
+
+TRANSFORMER_XL = "recurrent_attention.models.transformer_xl.TransformerXL"
+
+
+def _restore_removed(content: dict[str, Any]) -> None:
+    """Put back the keys removed since runs were made, at the value they held then, which the rest
+    of the config determines: LM's ``task.paper_models`` (true under ``compat=reference``, where it
+    switched the models to the paper's, now ``model=paper/*``) and the Transformer's
+    ``model.relative_positions`` (true where it built Transformer-XL's class, now
+    ``model=paper/transformer``). :func:`_drop_added` then drops them where they are false."""
+    task, model = content.get("task"), content.get("model")
+    if isinstance(task, dict) and task.get("family") == "lm":
+        task.setdefault("paper_models", task.get("compat") == "reference")
+    if isinstance(model, dict) and model.get("name") == "transformer":
+        backbone = model.get("backbone")
+        target = backbone.get("_target_") if isinstance(backbone, dict) else model.get("_target_")
+        model.setdefault("relative_positions", target == TRANSFORMER_XL)
 
 
 def _drop_added(content: dict[str, Any]) -> None:

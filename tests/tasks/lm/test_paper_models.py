@@ -1,6 +1,7 @@
-"""``task.compat=reference`` builds CRT's models as its text has them (issue 51): the Transformer
-baseline is Transformer-XL's relative attention with no memory, the GRU is equation (4) and the
-positional RNN is of the memory RNN's type; ``default`` keeps the project's reading."""
+"""``model=paper/*`` builds CRT's models as its text has them (issue 51): the Transformer baseline
+is Transformer-XL's relative attention with no memory, the GRU is equation (4) and the positional
+RNN is of the memory RNN's type; ``model=transformer``, ``crt``, ... keep the project's reading
+under either ``task.compat`` (issue 68: the protocol no longer chooses the model)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.models.ncgru import GRU, NCGRU, EquationFourGRU
@@ -18,6 +20,7 @@ register_resolvers()
 # Table 6: 16 layers at Transformer-XL base's widths (d_m 410, 10 heads of 41, d_ff 2100).
 TABLE6 = ["task=lm/ptb", "preset=paper", "model.n_layers=16"]
 L, D, H, D_FF = 16, 410, 10, 2100
+COMPATS = ("default", "reference")
 
 
 def _compose(*overrides: str):
@@ -30,7 +33,7 @@ def _count(module: torch.nn.Module) -> int:
 
 
 def test_reference_transformer_counts_transformer_xls_parameters_without_memory() -> None:
-    cfg = _compose("model=transformer", *TABLE6, "task.compat=reference")
+    cfg = _compose("model=paper/transformer", *TABLE6, "task.compat=reference")
     backbone = instantiate(cfg.model.backbone)
     # Transformer-XL by hand: q/k/v, the relative-position projection r_net and the output (no
     # biases), the feed-forward with biases, two LayerNorms per layer; u and v shared by all layers.
@@ -54,9 +57,12 @@ def test_reference_transformer_counts_transformer_xls_parameters_without_memory(
     ("model", "compat", "memory", "position"),
     [
         ("crt", "default", NCGRU, GRU),
-        ("crt", "reference", NCGRU, NCGRU),
+        ("crt", "reference", NCGRU, GRU),
+        ("paper/crt", "reference", NCGRU, NCGRU),
+        ("paper/crt", "default", NCGRU, NCGRU),
         ("crt_gru", "default", GRU, GRU),
-        ("crt_gru", "reference", EquationFourGRU, EquationFourGRU),
+        ("crt_gru", "reference", GRU, GRU),
+        ("paper/crt_gru", "reference", EquationFourGRU, EquationFourGRU),
     ],
 )
 def test_reference_crt_rnns_are_the_papers(model: str, compat: str, memory: type, position: type) -> None:
@@ -67,7 +73,7 @@ def test_reference_crt_rnns_are_the_papers(model: str, compat: str, memory: type
 
 def test_reference_crt_gru_rnns_count_table_1s_term() -> None:
     """Table 1's CRT-GRU parameters (12 + 8L)d² + (6 + 4L)d: the two GRUs are its 12d² + 6d."""
-    cfg = _compose("model=crt_gru", *TABLE6, "task.compat=reference")
+    cfg = _compose("model=paper/crt_gru", *TABLE6, "task.compat=reference")
     backbone = instantiate(cfg.model.backbone)
     assert _count(backbone.memory_rnn) + _count(backbone.position_rnn) == 12 * D * D + 6 * D
 
@@ -75,8 +81,20 @@ def test_reference_crt_gru_rnns_count_table_1s_term() -> None:
 @pytest.mark.parametrize("experiment", ["ptb_3layer", "ptb_16layer", "wt103_3layer", "wt103_16layer"])
 def test_paper_table_experiments_run_the_papers_models(experiment: str) -> None:
     """The GPU tables (experiment=crt/<dataset>_<L>layer) need no override to get CRT's models."""
-    cfg = _compose(f"experiment=crt/{experiment}", "model=transformer")
-    assert cfg.task.compat == "reference" and cfg.model.relative_positions is True
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[f"experiment=crt/{experiment}"], return_hydra_config=True)
+    models = str(cfg.hydra.sweeper.params.model).split(",")
+    assert cfg.task.compat == "reference"
+    assert models == ["paper/transformer", "paper/transformer_xl", "paper/crt", "paper/crt_gru"]
+
+
+@pytest.mark.parametrize("model", ["transformer", "transformer_xl", "crt", "crt_gru"])
+def test_the_reference_protocol_builds_the_model_named(model: str) -> None:
+    """task.compat=reference with a plain model=<name> trains the project's model under the paper's
+    protocol: the backbone is the one task.compat=default builds (docs/lm.md, "Two readings")."""
+    built = [_compose(f"model={model}", "task=lm/ptb", "preset=smoke", f"task.compat={c}") for c in COMPATS]
+    default, reference = (OmegaConf.to_container(cfg.model, resolve=True) for cfg in built)
+    assert default == reference
 
 
 # Wide enough that a weight's standard deviation is decisive (PyTorch's default Linear at width 256
@@ -109,7 +127,7 @@ def test_reference_models_start_from_transformer_xls_initialisation(model: str) 
     parameter class: Linear and Embedding weights N(0, 0.02), LayerNorm weights N(1, 0.02), the
     relative biases u, v and the adaptive softmax's cluster weights N(0, 0.02), every bias 0.
     CRT's RNNs, which its code has not, keep their own draw (the same as without txl_init)."""
-    lm = _language_model(model, "task.compat=reference")
+    lm = _language_model(f"paper/{model}", "task.compat=reference")
     rnns = {
         name: p
         for name, p in lm.named_parameters()
@@ -117,7 +135,9 @@ def test_reference_models_start_from_transformer_xls_initialisation(model: str) 
     }
     if rnns:
         as_built = dict(
-            _language_model(model, "task.compat=reference", "task.module.txl_init=false").named_parameters()
+            _language_model(
+                f"paper/{model}", "task.compat=reference", "task.module.txl_init=false"
+            ).named_parameters()
         )
         assert all(torch.equal(p, as_built[name]) for name, p in rnns.items())
     owners = dict(lm.named_modules())
