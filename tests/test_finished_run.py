@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.finished_run import load_finished_run
 from recurrent_attention.models import Aaren
 
@@ -25,7 +25,7 @@ def write_run(run_dir: Path, task: str = "ef/sin", overrides: Sequence[str] = ()
             "train", overrides=[f"task={task}", "model=aaren", "preset=smoke", "~logger", *overrides]
         )
     torch.manual_seed(1)
-    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
     (run_dir / "checkpoints").mkdir()

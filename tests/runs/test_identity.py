@@ -116,7 +116,7 @@ def test_a_moved_class_keeps_the_ids_its_runs_had_before_the_move(model: str, cl
     """The video encoders left tasks/video/transformer.py: runs made before still match (finished or
     resumable in their folders, one table row with the runs made after)."""
     task = ["task=video/smarthome_cs", f"model={model}", "preset=smoke"]
-    before = ids(*task, f"model.backbone._target_=recurrent_attention.tasks.video.transformer.{cls}")
+    before = ids(*task, f"model._target_=recurrent_attention.tasks.video.transformer.{cls}")
     assert ids(*task) == before
     assert ids(*task, "model.iterations=3" if model == "cr_vit" else "model.drop_path=0.2") != before
 

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.models.transformer_xl import TransformerXL
 
 register_resolvers()
@@ -63,7 +63,7 @@ def _module(overrides: list[str]) -> torch.nn.Module:
     """Backbone, then LM module, after seeding, as train.py builds them."""
     cfg = _compose(overrides)
     torch.manual_seed(0)
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     return instantiate(cfg.task.module, backbone=backbone).eval()
 
 
@@ -141,7 +141,7 @@ def _layout(experiment: str, model: str = "crt", switches: tuple[bool, bool] = (
     switches are set as the sweep sets them, on the composed config (one compose per experiment)."""
     cfg = copy.deepcopy(_small_config(experiment, model))
     cfg.model.memory_token, cfg.model.recurrent_positions = switches
-    return {name: tuple(p.shape) for name, p in instantiate(cfg.model.backbone).named_parameters()}
+    return {name: tuple(p.shape) for name, p in instantiate(backbone_config(cfg.model)).named_parameters()}
 
 
 def _part(layout: dict[str, tuple[int, ...]], prefix: str) -> dict[str, tuple[int, ...]]:

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.models.ncgru import GRU, NCGRU, EquationFourGRU
 from recurrent_attention.models.transformer import Transformer
 from recurrent_attention.models.transformer_xl import TransformerXL
@@ -34,19 +34,19 @@ def _count(module: torch.nn.Module) -> int:
 
 def test_reference_transformer_counts_transformer_xls_parameters_without_memory() -> None:
     cfg = _compose("model=paper/transformer", *TABLE6, "task.compat=reference")
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     # Transformer-XL by hand: q/k/v, the relative-position projection r_net and the output (no
     # biases), the feed-forward with biases, two LayerNorms per layer; u and v shared by all layers.
     by_hand = L * (3 * D * D + D * D + D * D + 2 * D * D_FF + D_FF + D + 4 * D) + 2 * H * (D // H)
     assert isinstance(backbone, TransformerXL) and backbone.mem_len == 0
-    transformer_xl = instantiate(_compose("model=transformer_xl", *TABLE6).model.backbone)
+    transformer_xl = instantiate(backbone_config(_compose("model=transformer_xl", *TABLE6).model))
     assert _count(backbone) == by_hand == _count(transformer_xl)
     # no memory: a segment is seen alone, and the LM head adds no absolute positions
     _, memories = backbone(torch.randn(1, 5, D))
     assert all(m.shape[1] == 0 for m in memories)
     assert cfg.task.module.absolute_positions is False and cfg.task.module.carry_state is False
     # the default keeps the absolute-position Transformer; what it lacks is the relative terms
-    default = instantiate(_compose("model=transformer", *TABLE6).model.backbone)
+    default = instantiate(backbone_config(_compose("model=transformer", *TABLE6).model))
     assert type(default) is Transformer
     relative_terms = L * D * D + 2 * H * (D // H)  # r_net, u, v
     its_own = L * (3 * D + D) + 2 * D  # q/k/v and output biases, a LayerNorm after the stack
@@ -67,14 +67,14 @@ def test_reference_transformer_counts_transformer_xls_parameters_without_memory(
 )
 def test_reference_crt_rnns_are_the_papers(model: str, compat: str, memory: type, position: type) -> None:
     cfg = _compose(f"model={model}", "task=lm/ptb", "preset=smoke", f"task.compat={compat}")
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     assert type(backbone.memory_rnn) is memory and type(backbone.position_rnn) is position
 
 
 def test_reference_crt_gru_rnns_count_table_1s_term() -> None:
     """Table 1's CRT-GRU parameters (12 + 8L)d² + (6 + 4L)d: the two GRUs are its 12d² + 6d."""
     cfg = _compose("model=paper/crt_gru", *TABLE6, "task.compat=reference")
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     assert _count(backbone.memory_rnn) + _count(backbone.position_rnn) == 12 * D * D + 6 * D
 
 
@@ -111,7 +111,7 @@ WIDE = (
 def _language_model(model: str, *overrides: str) -> torch.nn.Module:
     cfg = _compose(f"model={model}", "task=lm/ptb", "preset=smoke", *WIDE, *overrides)
     torch.manual_seed(0)
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     return instantiate(cfg.task.module, backbone=backbone).model
 
 
