@@ -125,12 +125,6 @@ def test_a_moved_class_keeps_the_ids_its_runs_had_before_the_move(model: str, cl
 
 
 @pytest.mark.parametrize("model", ["transformer", "crt"])
-def test_the_lm_protocols_are_different_runs(model: str) -> None:
-    task = ["task=lm/ptb", f"model={model}", "preset=smoke"]
-    assert ids(*task, "task.compat=reference") != ids(*task)
-
-
-@pytest.mark.parametrize("model", ["transformer", "crt"])
 def test_the_compile_switch_off_keeps_earlier_ids_and_on_is_another_run(model: str) -> None:
     """``model.compile`` (issue 64) is a new key: off, a config has the ids it had without it; on,
     it is another run (compiled kernels round differently)."""
