@@ -123,7 +123,7 @@ def test_linear_attention_leaves_aarens_targets_as_they_were(bench_script) -> No
 
 
 def test_linear_attentions_targets_take_the_worst_n_and_the_median_step(bench_script) -> None:
-    """The chunked path must hold at every N >= 512 (N=96 does not count); the steps: batch 1 only."""
+    """The chunked path must hold at every N >= 512 (N=96 does not count); the steps: a row per batch."""
     seconds = {
         ("sdpa", 96): 1.0,
         ("linear_chunked", 96): 5.0,
@@ -132,7 +132,7 @@ def test_linear_attentions_targets_take_the_worst_n_and_the_median_step(bench_sc
     }
     seconds |= {("sdpa", 2048): 2.0, ("linear_chunked", 2048): 1.8}
     steps = [{**r, "n": n} for r in _step_rows(linear=True) for n in (128, 512, 2048)]
-    slow_64 = {"linear_attention": 1000.0, "linear_attention_onnx": 1000.0}  # batch 64: left out
+    slow_64 = {"linear_attention": 1000.0, "linear_attention_onnx": 1000.0}  # batch 64: its own rows
     steps += [{**r, "batch": 64, "us_per_token": slow_64.get(r["model"], 1.0)} for r in steps]
     (slow,) = [r for r in steps if (r["model"], r["batch"], r["n"]) == ("linear_attention", 1, 2048)]
     slow["us_per_token"] = 500.0  # one disturbed N: the median is the other two's 80 / 50
@@ -154,6 +154,29 @@ def test_linear_attentions_targets_take_the_worst_n_and_the_median_step(bench_sc
         "| linear attention ONNX step / Aaren ONNX step, batch 1 (median over the N) <= 1.2x | 1.100x | met |"
         in (table)
     )
+    assert (
+        "| linear attention step / Aaren step, batch 64 (median over the N) <= 1.2x | 1000.000x | MISSED |"
+        in table
+    )
+
+
+def test_aarens_bound_target_is_the_median_multiple_of_the_compiled_step_per_batch(bench_script) -> None:
+    """Aaren's compiled step (not its ONNX export, not linear attention) against this machine's bound:
+    the median over the N of each batch, so one disturbed N does not decide it; a report without
+    roofline rows reads "not measured"."""
+    multiples = {("aaren", 1): [1.5, 9.0, 1.9], ("aaren", 64): [2.5, 2.1, 1.0], ("aaren_onnx", 1): [0.5] * 3}
+    multiples[("linear_attention", 64)] = [0.5] * 3
+    roofline = [
+        {"model": model, "batch": batch, "n": n, "multiple": m}
+        for (model, batch), values in multiples.items()
+        for n, m in zip((128, 512, 2048), values, strict=True)
+    ]
+    rows = bench_script.bound_targets(roofline)
+    assert rows == [
+        "| Aaren step / this machine's bound, batch 1 (median over the N) <= 2x | 1.900x | met |",
+        "| Aaren step / this machine's bound, batch 64 (median over the N) <= 2x | 2.100x | MISSED |",
+    ]
+    assert bench_script.bound_targets([])[0].endswith("| not measured | |")
 
 
 def test_quick_is_a_few_sizes_one_round_and_leaves_the_committed_bench_alone(bench_script) -> None:

@@ -73,6 +73,23 @@ def test_compiled_step_equals_the_model_step(
     torch.testing.assert_close(compiled, own, **TOLERANCE[dtype])
 
 
+def test_linear_update_on_whole_vectors_of_columns_equals_the_model_step() -> None:
+    """Linear attention's update goes a vector of S's columns at a time, and the columns past the
+    last whole vector one by one: heads of 24 take both paths in float32 (AVX-512: 16 + 8, AVX: 8 x 3),
+    which SIZES' heads of 8 do not (all one or the other)."""
+    require_native()
+    torch.manual_seed(0)
+    model = LinearTransformer(d_model=48, n_heads=2, n_layers=1, d_ff=64, dropout=0.0).eval()
+    x = torch.randn(8, 2, 48)
+    start = [type(part)(*(torch.randn_like(t).abs() for t in part)) for part in model.init_state(2)]
+    stepper = CompiledStepper(model)
+    compiled, compiled_state = stream(stepper.step, x, start)
+    assert stepper._compiled is not None  # the compiled path ran
+    own, own_state = stream(model.step, x, start)
+    torch.testing.assert_close(compiled, own, **TOLERANCE[torch.float32])
+    assert_states_close(compiled_state, own_state, **TOLERANCE[torch.float32])
+
+
 def test_compiled_step_declines_under_grad() -> None:
     """The compiled step has no backward: once built, a step with gradients on must still take the
     Python path (the check is the compiled step's own, ``try_step``)."""

@@ -4,7 +4,8 @@ The graph is ``(x_t, sz0, sz1, ...) -> (y_t, sz0_out, sz1_out, ...)``, one tenso
 ``sz (B, H, d_head, d_head + 1)``, the state's ``S`` with ``z`` as its last column
 (:func:`graph_state`, :func:`linear_state` convert). One tensor, because ``S`` and ``z`` are both sums
 of ``phi(k_j)`` times something: ``v_j`` for ``S``, 1 for ``z``. So the projection is laid out to give
-each head's values with a constant 1 after them (a zero weight column and a bias of 1), and one
+each head's values with a constant 1 after them (a zero weight column and a bias of 1), each head's
+q, k and ``[v, 1]`` side by side (one view makes them per head, no reshape per part), and one
 broadcast product ``phi(k) [v, 1]^T`` updates both sums, one batched product ``phi(q)^T sz`` reads
 numerator and denominator together (onnxruntime pays ~0.5 µs per node at batch 1, so fewer nodes is
 what makes a one-token step fast). The stack around the mixer, the export and the streams are
@@ -40,18 +41,18 @@ def linear_state(graph: Sequence[Tensor]) -> list[LinearState]:
 
 
 def _augmented_weights(mixer: LinearAttention) -> tuple[Tensor, Tensor, Tensor, Tensor, tuple[int, int]]:
-    """The fused q/k/v projection (:func:`~recurrent_attention.deploy.mixers.attention_weights`) with a
-    column after each head's values that is always 1 (zero weights, bias 1), and the output projection."""
+    """The fused q/k/v projection (:func:`~recurrent_attention.deploy.mixers.attention_weights`) with its
+    columns by head, each head's ``[q, k, v, 1]`` (the 1: zero weights, bias 1), and the output projection."""
     qkv_weight, qkv_bias, out_weight, out_bias, (heads, d_head) = attention_weights(mixer)
-    d_model = heads * d_head
-    q_k_weight, v_weight = qkv_weight[:, : 2 * d_model], qkv_weight[:, 2 * d_model :]
-    ones_weight = v_weight.new_zeros(d_model, heads, 1)
-    v_weight = torch.cat([v_weight.unflatten(-1, (heads, d_head)), ones_weight], dim=-1).flatten(-2)
-    q_k_bias, v_bias = qkv_bias[: 2 * d_model], qkv_bias[2 * d_model :]
-    ones_bias = v_bias.new_ones(heads, 1)
-    v_bias = torch.cat([v_bias.unflatten(-1, (heads, d_head)), ones_bias], dim=-1).flatten()
-    weight = torch.cat([q_k_weight, v_weight], dim=-1).contiguous()
-    return weight, torch.cat([q_k_bias, v_bias]), out_weight, out_bias, (heads, d_head)
+
+    def by_head(columns: Tensor, one: float) -> Tensor:
+        """``(..., 3 d_model)`` columns as ``(..., heads * (3 d_head + 1))``: per head q, k, v, ``one``."""
+        q, k, v = (part.unflatten(-1, (heads, d_head)) for part in columns.chunk(3, dim=-1))
+        ones = columns.new_full((*columns.shape[:-1], heads, 1), one)
+        return torch.cat([q, k, v, ones], dim=-1).flatten(-2)
+
+    weight = by_head(qkv_weight, 0.0).contiguous()
+    return weight, by_head(qkv_bias, 1.0), out_weight, out_bias, (heads, d_head)
 
 
 def _augmented_mix(
@@ -63,16 +64,17 @@ def _augmented_mix(
     x: Tensor,
     state: tuple[Tensor],
 ) -> tuple[Tensor, tuple[Tensor]]:
-    """:meth:`LinearAttention.step` on :func:`_augmented_weights` and the ``sz`` layout."""
+    """:meth:`LinearAttention.step` on :func:`_augmented_weights` and the ``sz`` layout. The projection
+    is viewed once as ``(B, H, 1, 3 d_head + 1)``, so q and k come out of one split and one feature
+    map, already in the shapes the update and the read take (only k is turned into a column)."""
     (sz,) = state
     heads, d_head = head_shape
-    d_model = heads * d_head
-    q, k, v = torch.addmm(bias, x, weight).split([d_model, d_model, heads * (d_head + 1)], dim=-1)
-    q = feature_map(q).view(-1, heads, 1, d_head)
-    k = feature_map(k).view(-1, heads, d_head, 1)
-    sz = sz + k * v.view(-1, heads, 1, d_head + 1)
+    projected = torch.addmm(bias, x, weight).view(-1, heads, 1, 3 * d_head + 1)
+    q_k, v = projected.split([2 * d_head, d_head + 1], dim=-1)
+    q, k = feature_map(q_k).split(d_head, dim=-1)  # (B, H, 1, d_head) each
+    sz = sz + k.reshape(-1, heads, d_head, 1) * v
     numerator, denominator = (q @ sz).split([d_head, 1], dim=-1)  # (B, H, 1, d_head), (B, H, 1, 1)
-    out = (numerator / (denominator + EPS)).view(-1, d_model)
+    out = (numerator / (denominator + EPS)).view(-1, heads * d_head)
     return torch.addmm(out_bias, out, out_weight), (sz,)
 
 

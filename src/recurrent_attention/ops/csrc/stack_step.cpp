@@ -20,6 +20,18 @@
 #include <cstring>
 #include <memory>
 
+// Fused multiply-adds (a * b + c rounded once) in this file only: ops/native.py builds every kernel
+// with -ffp-contract=off so that the training kernels' results do not depend on which loop, vector or
+// tail, reached an element (an old-layout checkpoint resumes bit for bit as the fused one:
+// tests/test_migration.py). The step is tested equal to the model's step within a tolerance, not bit
+// for bit, and its products are its cost. After the includes, so that only this file's functions
+// carry the option (GCC inlines the headers' functions into them all the same).
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 namespace recurrent_attention {
 namespace {
 
@@ -247,34 +259,48 @@ void aaren_update(const T* projected, const T* const* state, T* const* next, T* 
 
 // Linear attention's update of one row (models.linear_attention.recurrent_step): with phi(q),
 // phi(k) and v of each head, S' = S + phi(k) v^T, z' = z + phi(k), out = phi(q)^T S' / (phi(q).z' + eps).
-// The features are written over q and k in `projected`.
+// The features are written over q and k in `projected`. The columns of S' go a vector at a time,
+// each vector's sum over the rows, phi(q)^T S', held in a register: S (d_head^2 per head) is
+// read and S' written once, with no pass over `out` per row of S.
 template <typename T>
 void linear_update(T* projected, const T* const* state, T* const* next, T* out, int64_t heads, int64_t d_head,
                    T eps) {
+  using V = typename Simd<T>::V;
+  constexpr int64_t lanes = kLanes<T>;
   const int64_t d = heads * d_head;
   for (int64_t i = 0; i < 2 * d; ++i) projected[i] = feature_of(projected[i]);
   for (int64_t h = 0; h < heads; ++h) {
-    // (restrict: no two of these overlap, which lets the inner loop vectorise without checks)
+    // (restrict: no two of these overlap, which lets the loops vectorise without checks)
     const T *__restrict q = projected + h * d_head, *__restrict k = q + d, *__restrict v = k + d;
     const T *__restrict s = state[0] + h * d_head * d_head, *__restrict z = state[1] + h * d_head;
     T *__restrict s_out = next[0] + h * d_head * d_head, *__restrict z_out = next[1] + h * d_head;
     T* __restrict o = out + h * d_head;
-    std::fill(o, o + d_head, T(0));
     T denominator = 0;
     for (int64_t i = 0; i < d_head; ++i) {
-      const T ki = k[i], qi = q[i];
-      z_out[i] = z[i] + ki;
-      denominator += qi * z_out[i];
-      const T* __restrict s_row = s + i * d_head;
-      T* __restrict s_out_row = s_out + i * d_head;
-      for (int64_t j = 0; j < d_head; ++j) {
-        const T sum = s_row[j] + ki * v[j];
-        s_out_row[j] = sum;
-        o[j] += qi * sum;
-      }
+      z_out[i] = z[i] + k[i];
+      denominator += q[i] * z_out[i];
     }
     const T scale = 1 / (denominator + eps);
-    for (int64_t j = 0; j < d_head; ++j) o[j] *= scale;
+    int64_t j = 0;
+    for (; j + lanes <= d_head; j += lanes) {
+      const V v_j = load(v + j);
+      V numerator{};
+      for (int64_t i = 0; i < d_head; ++i) {
+        const V sum = load(s + i * d_head + j) + k[i] * v_j;
+        store(s_out + i * d_head + j, sum);
+        numerator += q[i] * sum;
+      }
+      store(o + j, numerator * scale);
+    }
+    for (; j < d_head; ++j) {  // d_head not a whole number of vectors: the last columns one by one
+      T numerator = 0;
+      for (int64_t i = 0; i < d_head; ++i) {
+        const T sum = s[i * d_head + j] + k[i] * v[j];
+        s_out[i * d_head + j] = sum;
+        numerator += q[i] * sum;
+      }
+      o[j] = numerator * scale;
+    }
   }
 }
 
