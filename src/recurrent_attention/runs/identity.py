@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
@@ -85,6 +86,37 @@ ADDED_KEYS: dict[str, dict[str, Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class ProtocolMove:
+    """How one family's configs said their protocol before it was an object (issue 68).
+
+    ``definitions``: each protocol's ``task.protocols.<name>`` node as that move wrote it;
+    ``before``: the keys a config with ``task.compat=<name>`` held then, with their values."""
+
+    definitions: dict[str, dict[str, Any]]
+    before: Callable[[str], dict[str, Any]]
+
+
+def _rules(family: str, cls: str, **fields: Any) -> dict[str, Any]:
+    return {"_target_": f"recurrent_attention.tasks.{family}.protocol.{cls}", **fields}
+
+
+# The protocol objects replaced the name passed as a string (``compat: ${task.compat}``) and the
+# families' per-protocol tables. A config whose ``task.protocols`` are still the move's definitions,
+# with ``task.rules`` (and the datamodule's and module's copy) the one ``task.compat`` names, is hashed
+# as it was before: those keys out, the old ones back; any other protocol is a new run.
+PROTOCOL_MOVES: dict[str, ProtocolMove] = {
+    "tsf": ProtocolMove(
+        {
+            "default": _rules("tsf", "TSFProtocol", drop_last_test_batch=False),
+            "reference": _rules("tsf", "TSFProtocol", drop_last_test_batch=True),
+        },
+        lambda compat: {"task.datamodule.compat": compat},
+    ),
+}
+PROTOCOL_KEYS = ("task.protocols", "task.rules", "task.datamodule.rules", "task.module.rules")
+
+
 def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool = False) -> dict[str, Any]:
     """What the hash covers: the resolved config less ``IGNORED_KEYS``, the naming choices and the
     data read (``data_identity``: registry checksums or own files' fingerprints).
@@ -109,6 +141,7 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool
         if isinstance(node, dict):
             node.pop(leaf, None)
     _drop_added(content)
+    _as_before_protocol_objects(content)
     choices = {name: choices.get(name) for name in NAMING_CHOICES}
     return {"config": _unmoved(content), "choices": choices, "data": data_identity(cfg)}
 
@@ -124,6 +157,36 @@ def _drop_added(content: dict[str, Any]) -> None:
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict) and leaf in node and _same(node[leaf], old_value):
             del node[leaf]
+
+
+def _as_before_protocol_objects(content: dict[str, Any]) -> None:
+    """``content`` as it was before its family's protocol became an object (:data:`PROTOCOL_MOVES`),
+    where its protocol is one of that move's definitions."""
+    task = content.get("task")
+    if not isinstance(task, dict) or (move := PROTOCOL_MOVES.get(task.get("family"))) is None:
+        return
+    compat = task.get("compat")
+    rules = move.definitions.get(compat)
+    if task.get("protocols") != move.definitions or rules is None:
+        return
+    copies = [
+        task.get("rules"),
+        *(task.get(part, {}).get("rules", rules) for part in ("datamodule", "module")),
+    ]
+    if any(node != rules for node in copies):
+        return
+    for dotted in PROTOCOL_KEYS:
+        *parents, leaf = dotted.split(".")
+        _node(content, parents).pop(leaf, None)
+    for dotted, value in move.before(compat).items():
+        *parents, leaf = dotted.split(".")
+        _node(content, parents)[leaf] = value
+
+
+def _node(content: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    for key in keys:
+        content = content[key]
+    return content
 
 
 def _same(value: Any, old_value: Any) -> bool:
