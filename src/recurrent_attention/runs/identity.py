@@ -113,6 +113,13 @@ PROTOCOL_MOVES: dict[str, ProtocolMove] = {
         },
         lambda compat: {"task.datamodule.compat": compat},
     ),
+    "rl": ProtocolMove(
+        {
+            "default": _rules("rl", "RLProtocol", trajectory_sampling="length", periodic_eval=False),
+            "reference": _rules("rl", "RLProtocol", trajectory_sampling="uniform", periodic_eval=True),
+        },
+        lambda compat: {"task.datamodule.compat": compat, "task.module.compat": compat},
+    ),
 }
 PROTOCOL_KEYS = ("task.protocols", "task.rules", "task.datamodule.rules", "task.module.rules")
 
