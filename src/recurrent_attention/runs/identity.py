@@ -120,6 +120,33 @@ PROTOCOL_MOVES: dict[str, ProtocolMove] = {
         },
         lambda compat: {"task.datamodule.compat": compat, "task.module.compat": compat},
     ),
+    "video": ProtocolMove(
+        {
+            "default": _rules(
+                "video",
+                "VideoProtocol",
+                val_view="centre",
+                eval_short_side="crop",
+                truncate_frame_indices=False,
+                view_scores="softmax",
+                test_checkpoint="best",
+            ),
+            "reference": _rules(
+                "video",
+                "VideoProtocol",
+                val_view="random",
+                eval_short_side="short_side_min",
+                truncate_frame_indices=True,
+                view_scores="logits",
+                test_checkpoint="last",
+            ),
+        },
+        lambda compat: {
+            "task.datamodule.compat": compat,
+            "task.module.compat": compat,
+            "task.test_checkpoints": {"default": "best", "reference": "last"},
+        },
+    ),
 }
 PROTOCOL_KEYS = ("task.protocols", "task.rules", "task.datamodule.rules", "task.module.rules")
 

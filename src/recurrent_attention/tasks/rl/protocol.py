@@ -22,5 +22,5 @@ class RLProtocol(TaskProtocol):
     periodic_eval: bool
 
 
-# conf/task/rl/protocol/default.yaml, for code that builds the task without a config (a test holds them equal)
+# conf/task/rl/protocol/default.yaml, for a task built without a config (a test holds them equal)
 DEFAULT = RLProtocol(trajectory_sampling="length", periodic_eval=False)

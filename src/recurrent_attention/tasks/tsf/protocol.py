@@ -16,5 +16,5 @@ class TSFProtocol(TaskProtocol):
     drop_last_test_batch: bool
 
 
-# conf/task/tsf/protocol/default.yaml, for a datamodule built without a config (a test holds them equal)
+# conf/task/tsf/protocol/default.yaml, for a task built without a config (a test holds them equal)
 DEFAULT = TSFProtocol(drop_last_test_batch=False)
