@@ -8,8 +8,9 @@ iteration. Test clips carry several temporal views, combined by ``view_ensemble`
 (``max``, as PI-ViT; or ``mean``) over per-view scores: softmax probabilities by default; under
 ``rules.view_scores=logits`` (the ``reference`` protocol) the raw logits, max-combined into a
 zero-initialised buffer as PI-ViT's ``TestMeter`` does (so a class whose every view scores below
-zero scores zero; the argmax can differ from the softmax one). Logged: ``mca``, ``acc`` (top-1) and ``loss`` (cross-entropy of the
-combined scores: renormalised probabilities, or the combined logits' softmax), all per split.
+zero scores zero; the argmax can differ from the softmax one). Logged: ``mca``, ``acc`` (top-1)
+and ``loss`` (cross-entropy of the combined scores: renormalised probabilities, or the combined
+logits' softmax), all per split.
 """
 
 from __future__ import annotations
