@@ -147,6 +147,35 @@ PROTOCOL_MOVES: dict[str, ProtocolMove] = {
             "task.test_checkpoints": {"default": "best", "reference": "last"},
         },
     ),
+    "ef": ProtocolMove(
+        {
+            "default": _rules(
+                "ef",
+                "EFProtocol",
+                nll="per_predicted_event",
+                rmse="per_event",
+                checkpoint_metric="val/nll",
+                time_every_layer=False,
+            ),
+            "reference": _rules(
+                "ef",
+                "EFProtocol",
+                nll="meta_tpp",
+                rmse="meta_tpp",
+                checkpoint_metric="val/rmse",
+                time_every_layer=True,
+            ),
+        },
+        lambda compat: {
+            "task.module.compat": compat,
+            "task.module.time_every_layer": compat == "reference",
+            "task.time_every_layer": compat == "reference",
+            "task.protocols": {
+                "default": {"checkpoint_metric": "val/nll", "time_every_layer": False},
+                "reference": {"checkpoint_metric": "val/rmse", "time_every_layer": True},
+            },
+        },
+    ),
 }
 PROTOCOL_KEYS = ("task.protocols", "task.rules", "task.datamodule.rules", "task.module.rules")
 
