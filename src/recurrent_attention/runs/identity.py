@@ -101,6 +101,11 @@ def _rules(family: str, cls: str, **fields: Any) -> dict[str, Any]:
     return {"_target_": f"recurrent_attention.tasks.{family}.protocol.{cls}", **fields}
 
 
+TSLIB_TYPE1_EVERY_5 = {
+    "_target_": "recurrent_attention.tasks.schedules.tslib_type1",
+    "_partial_": True,
+    "every": 5,
+}
 # The protocol objects replaced the name passed as a string (``compat: ${task.compat}``) and the
 # families' per-protocol tables. A config whose ``task.protocols`` are still the move's definitions,
 # with ``task.rules`` (and the datamodule's and module's copy) the one ``task.compat`` names, is hashed
@@ -174,6 +179,35 @@ PROTOCOL_MOVES: dict[str, ProtocolMove] = {
                 "default": {"checkpoint_metric": "val/nll", "time_every_layer": False},
                 "reference": {"checkpoint_metric": "val/rmse", "time_every_layer": True},
             },
+        },
+    ),
+    "tsc": ProtocolMove(
+        {
+            "default": _rules(
+                "tsc",
+                "TSCProtocol",
+                validation="train_split",
+                test_scaling="train",
+                selection_metric="val/acc",
+                embedding="linear",
+                lr_scheduler=None,
+            ),
+            "reference": _rules(
+                "tsc",
+                "TSCProtocol",
+                validation="test",
+                test_scaling="own",
+                selection_metric="val/tslib_improvements",
+                embedding="tslib_conv",
+                lr_scheduler=TSLIB_TYPE1_EVERY_5,
+            ),
+        },
+        lambda compat: {
+            "task.datamodule.compat": compat,
+            "task.module.compat": compat,
+            "task.embeddings": {"default": "linear", "reference": "tslib_conv"},
+            "task.selection_metric": {"default": "val/acc", "reference": "val/tslib_improvements"},
+            "task.lr_schedules": {"default": None, "reference": TSLIB_TYPE1_EVERY_5},
         },
     ),
 }

@@ -23,7 +23,8 @@ KIND_WORDS = {bool: "true or false", int: "an integer", str: "a string"}
 
 @dataclasses.dataclass(frozen=True)
 class TaskProtocol:
-    """Base of a family's protocol: subclasses add typed fields (``bool``, ``int`` or ``str``).
+    """Base of a family's protocol: subclasses add typed fields (``bool``, ``int`` or ``str``, checked
+    here; a field of another type, such as a scheduler partial, is checked where it is used).
 
     ``family`` names the family (for the error line), ``choices`` the values a ``str`` field may
     take where it is one of a few, ``minimum`` the least value of an ``int`` field."""
@@ -38,7 +39,7 @@ class TaskProtocol:
             value = getattr(self, field.name)
             kind = hints[field.name]
             options = self.choices.get(field.name)
-            if type(value) is not kind:
+            if kind in KIND_WORDS and type(value) is not kind:
                 self._refuse(field.name, value, KIND_WORDS[kind])
             if options is not None and value not in options:
                 self._refuse(field.name, value, f"one of {', '.join(options)}")
