@@ -1,4 +1,4 @@
-"""Datamodule: interpolation, stratified carve-out, train-only normalisation, padding, the reference protocol."""
+"""Datamodule: interpolation, stratified carve-out, train-only normalisation, padding, protocols."""
 
 from __future__ import annotations
 
