@@ -136,6 +136,9 @@ OLD_AAREN = ("~model.carry_state", "~model.absolute_positions")
 # Issue 66: CRT's choice of blocks, Transformer-XL's shared positional dropout.
 OLD_CRT_BLOCKS = ("~model.backbone.txl_blocks", "~model.txl_blocks")
 OLD_TRANSFORMER_XL = ("~model.backbone.shared_position_dropout", "~model.shared_position_dropout")
+# Issue 66's txl_init, then a field of LM's protocol object (issue 68): the config without the protocol's
+# nodes (the copies before what they copy, as Hydra resolves a key it deletes).
+OLD_LM_PROTOCOL = ("~task.module.rules", "~task.rules", "~task.protocols")
 
 
 @pytest.mark.parametrize(
@@ -150,14 +153,14 @@ OLD_TRANSFORMER_XL = ("~model.backbone.shared_position_dropout", "~model.shared_
                 *OLD_FILE_VALUES,
                 *OLD_LM_DEFAULTS,
                 *OLD_TRANSFORMER,
-                "~task.module.txl_init",
+                *OLD_LM_PROTOCOL,
                 "~task.paper_models",
             ],
         ),
         (["task=tsf/etth1", "model=aaren"], OLD_AAREN),
         (
             ["task=lm/ptb", "model=aaren"],
-            [*OLD_LM_DEFAULTS, *OLD_AAREN, "~task.module.txl_init", "~task.paper_models"],
+            [*OLD_LM_DEFAULTS, *OLD_AAREN, *OLD_LM_PROTOCOL, "~task.paper_models"],
         ),
         (
             ["task=lm/ptb", "model=crt_gru"],
@@ -170,7 +173,7 @@ OLD_TRANSFORMER_XL = ("~model.backbone.shared_position_dropout", "~model.shared_
                 "~model.backbone.relative_positions",
                 "~model.relative_positions",
                 *OLD_CRT_BLOCKS,
-                "~task.module.txl_init",
+                *OLD_LM_PROTOCOL,
                 "~task.paper_models",
             ],
         ),
@@ -186,7 +189,7 @@ OLD_TRANSFORMER_XL = ("~model.backbone.shared_position_dropout", "~model.shared_
         (["task=tsf/etth1", "model=transformer_xl"], OLD_TRANSFORMER_XL),
         (
             ["task=lm/ptb", "model=transformer_xl"],
-            [*OLD_TRANSFORMER_XL, "~task.module.txl_init", "~task.paper_models"],
+            [*OLD_TRANSFORMER_XL, *OLD_LM_PROTOCOL, "~task.paper_models"],
         ),
     ],
 )

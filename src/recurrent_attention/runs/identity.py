@@ -209,6 +209,13 @@ PROTOCOL_MOVES: dict[str, ProtocolMove] = {
             "task.selection_metric": {"default": "val/acc", "reference": "val/tslib_improvements"},
             "task.lr_schedules": {"default": None, "reference": TSLIB_TYPE1_EVERY_5},
         },
+    ),  # issue 66's task.module.txl_init, which ADDED_KEYS leaves out while false
+    "lm": ProtocolMove(
+        {
+            "default": _rules("lm", "LMProtocol", txl_init=False),
+            "reference": _rules("lm", "LMProtocol", txl_init=True),
+        },
+        lambda compat: {"task.module.txl_init": compat == "reference"},
     ),
 }
 PROTOCOL_KEYS = ("task.protocols", "task.rules", "task.datamodule.rules", "task.module.rules")
@@ -237,8 +244,8 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(leaf, None)
-    _drop_added(content)
     _as_before_protocol_objects(content)
+    _drop_added(content)
     choices = {name: choices.get(name) for name in NAMING_CHOICES}
     return {"config": _unmoved(content), "choices": choices, "data": data_identity(cfg)}
 
