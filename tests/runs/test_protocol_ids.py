@@ -40,3 +40,10 @@ def run_id(*overrides: str) -> str:
 @pytest.mark.parametrize(("task", "model", "compat"), list(BEFORE))
 def test_a_protocol_keeps_the_run_id_it_had_as_a_name(task: str, model: str, compat: str) -> None:
     assert run_id(f"task={task}", f"model={model}", f"task.compat={compat}") == BEFORE[task, model, compat]
+
+
+def test_a_protocol_with_another_rule_is_another_run() -> None:
+    changed = run_id(
+        "task=tsf/etth1", "task.compat=reference", "task.protocols.reference.drop_last_test_batch=false"
+    )
+    assert changed not in (BEFORE["tsf/etth1", "aaren", "reference"], BEFORE["tsf/etth1", "aaren", "default"])
