@@ -209,7 +209,8 @@ PROTOCOL_MOVES: dict[str, ProtocolMove] = {
             "task.selection_metric": {"default": "val/acc", "reference": "val/tslib_improvements"},
             "task.lr_schedules": {"default": None, "reference": TSLIB_TYPE1_EVERY_5},
         },
-    ),  # issue 66's task.module.txl_init, which ADDED_KEYS leaves out while false
+    ),
+    # issue 66's task.module.txl_init, which ADDED_KEYS then leaves out while false
     "lm": ProtocolMove(
         {
             "default": _rules("lm", "LMProtocol", txl_init=False),
