@@ -65,7 +65,7 @@ BAD = [
     (["task.lr=-1e-3"], "task.lr", "-0.001", ">= 0"),
     (["task.lr=nan"], "task.lr", "nan", ">= 0"),
     (["model=aaren", "model.path=scann"], "model.path", "'scann'", "chunked"),
-    (["model=aaren", "model.attn_dropout=0.1"], "model.attn_dropout", "0.1", "Aaren has no attention"),
+    (["model=aaren", "model.attn_dropout=0.1"], "model.attn_dropout", "0.1", "no attention probabilities"),
     (["model.activation=swish"], "model.activation", "'swish'", "gelu, relu"),
     (["task=tsf/etth1", "task.features=X"], "task.features", "'X'", "M, S"),
     (["task=tsf/etth1", "task.freq=q"], "task.freq", "'q'", "one of"),
@@ -158,12 +158,13 @@ def test_train_py_stops_on_a_bad_value_with_one_line(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_model_that_does_not_fit_the_task_is_one_line(tmp_path) -> None:
-    """A video transformer reads its clip size from a video task: with a TSF task, one line, exit 2."""
+    """A video transformer leaves its clip size to a video task: with a TSF task, one line, exit 2."""
     from tests.conftest import run_train
 
     proc = run_train(["preset=smoke", "model=timesformer", "task=tsf/etth1"], tmp_path, check=False)
     assert proc.returncode == 2
-    assert "model.backbone.img_size does not resolve" in proc.stderr and "Traceback" not in proc.stderr
+    assert "model=timesformer does not fit task" in proc.stderr and "Traceback" not in proc.stderr
+    assert "leaves model.img_size to the task" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -251,8 +252,16 @@ def test_logger_wandb_runs_offline_without_a_key_or_names_its_extra(tmp_path, mo
 
 
 def test_unresolvable_config_is_a_config_error() -> None:
+    cfg = composed("task=tsf/etth1", "model.norm_eps=${task.crop_size}")
+    with pytest.raises(ConfigError, match=r"model\.norm_eps does not resolve"):
+        check_config(cfg)
+
+
+def test_a_video_model_with_a_sequence_task_names_the_clip_size_it_lacks() -> None:
     cfg = composed("task=tsf/etth1", "model=timesformer")
-    with pytest.raises(ConfigError, match=r"task\.crop_size"):
+    with pytest.raises(
+        ConfigError, match=r"model=timesformer does not fit .* leaves model\.img_size to the task"
+    ):
         check_config(cfg)
 
 

@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.finished_run import load_finished_run
 from recurrent_attention.models import Aaren
 from tests.helpers.protocols import protocol
@@ -27,7 +27,7 @@ def write_run(run_dir: Path, task: str = "ef/sin", overrides: Sequence[str] = ()
             "train", overrides=[f"task={task}", "model=aaren", "preset=smoke", "~logger", *overrides]
         )
     torch.manual_seed(1)
-    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
     (run_dir / "checkpoints").mkdir()
@@ -58,7 +58,7 @@ def test_a_run_saved_passing_the_protocols_name_loads_with_its_object(tmp_path) 
         cfg = compose(
             "train", overrides=["task=ef/sin", "model=aaren", "preset=smoke", "task.compat=reference"]
         )
-    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))
     old = OmegaConf.to_container(cfg)
     del old["task"]["module"]["rules"], old["task"]["rules"], old["task"]["protocols"]
     old["task"]["module"].update(compat="${task.compat}", time_every_layer=False)

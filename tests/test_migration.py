@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from recurrent_attention import tasks
+from recurrent_attention.config import backbone_config
 from recurrent_attention.errors import CheckpointError
 from recurrent_attention.models.blocks import HeadProjections
 from recurrent_attention.tasks.base import TaskModule
@@ -50,7 +51,7 @@ class Regression(TaskModule):
 
 def make_module(model: str, overrides: tuple[str, ...], optimizer: partial) -> Regression:
     torch.manual_seed(0)
-    return Regression(instantiate(model_config(model, overrides).model.backbone), optimizer)
+    return Regression(instantiate(backbone_config(model_config(model, overrides).model)), optimizer)
 
 
 def loader() -> DataLoader:

@@ -1,4 +1,5 @@
-"""Where the Hydra configs live and the custom OmegaConf resolvers they use.
+"""Where the Hydra configs live, the custom OmegaConf resolvers they use, and which part of a
+``model`` node the backbone is built from.
 
 The resolvers here are the core's. A task family that needs one of its own (TSF's
 ``ra.n_time_features``) registers it with :func:`register_resolver` from its ``checks.py``, which
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from recurrent_attention.runs.identity import run_id_resolver
 
@@ -91,3 +92,22 @@ def register_resolvers() -> None:
     }
     for name, resolver in resolvers.items():
         register_resolver(name, resolver)
+
+
+# The keys of a ``model`` node that are the run's, not the backbone's: the name that files and tables
+# use, the switch to compile it, and the two options an LM head reads (whether the backbone's state
+# is carried between segments, whether the head adds sinusoidal positions). Every other key is an
+# argument of the class ``model._target_`` names (conf/README.md, "Model configs").
+RUN_KEYS = ("name", "compile", "compile_backend", "carry_state", "absolute_positions")
+
+
+def backbone_config(model: DictConfig) -> DictConfig:
+    """The part of a ``model`` node that ``instantiate`` builds: the node less :data:`RUN_KEYS`.
+
+    A run folder written before the model configs were flattened (issue 68) holds the backbone's
+    arguments in a ``model.backbone`` node of its own: that node is returned, so a finished run
+    made then loads as it did."""
+    if "backbone" in model:
+        return model.backbone
+    resolved = OmegaConf.to_container(model, resolve=True)
+    return OmegaConf.create({key: value for key, value in resolved.items() if key not in RUN_KEYS})

@@ -59,7 +59,7 @@ def _batch_limit(value: Any) -> bool:
 class Rule:
     """``keys`` must hold a value that ``accepts``; ``allowed`` says in words what that is.
 
-    ``owners``: the ``model.backbone._target_`` classes the rule is about (empty: every config
+    ``owners``: the ``model._target_`` classes the rule is about (empty: every config
     that has the keys)."""
 
     keys: tuple[str, ...]
@@ -75,6 +75,8 @@ def choice(key: str, options: Iterable[str], owners: tuple[str, ...] = ()) -> Ru
 
 
 AAREN = ("recurrent_attention.models.aaren.Aaren",)
+# The backbones without attention probabilities (their constructors take attn_dropout and drop it).
+NO_ATTENTION_PROBABILITIES = (*AAREN, "recurrent_attention.models.linear_attention.LinearTransformer")
 # The backbones whose rnn, position_rnn, ncgru_inverse and bptt are CRT's (CR-ViT is CRT's video model).
 CRT = (
     "recurrent_attention.models.crt.CompactRecurrentTransformer",
@@ -128,12 +130,13 @@ RULES = (
         "an integer >= 0",
     ),
     Rule(("model.dropout", "model.attn_dropout"), lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
-    # Presets and LM set attn_dropout: 0.0 for every model; Aaren has no attention probabilities to drop.
+    # Presets and LM set attn_dropout: 0.0 for every model; Aaren and linear attention have no
+    # attention probabilities to drop.
     Rule(
         ("model.attn_dropout",),
         lambda v: v == 0,
-        "0: Aaren has no attention probabilities to drop (model.dropout drops in its residual blocks)",
-        owners=AAREN,
+        "0: this model has no attention probabilities to drop (model.dropout drops in its residual blocks)",
+        owners=NO_ATTENTION_PROBABILITIES,
     ),
     Rule(("task.val_fraction",), lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)"),
     Rule(("task.time_eps",), lambda v: _number(v) and v > 0, "a number > 0"),
@@ -249,7 +252,7 @@ def check_config(cfg: DictConfig) -> None:
     set at, not a copy. Last, every other interpolation must resolve (:func:`require_resolvable`).
     """
     check_protocol(cfg)
-    target = _value(cfg, "model.backbone._target_")
+    target = _value(cfg, "model._target_")
     rules = [
         rule
         for rule in (*RULES, *(rule for family in FAMILY_RULES.values() for rule in family))
@@ -272,6 +275,12 @@ def check_config(cfg: DictConfig) -> None:
             f"model.d_model={d_model} is not divisible by model.n_heads={n_heads}: "
             "use a d_model that is a multiple of n_heads"
         )
+    model = cfg.get("model")
+    unset = (
+        [key for key in model if OmegaConf.is_missing(model, key)] if isinstance(model, DictConfig) else []
+    )
+    if unset:  # a key the model leaves to the task (a video model's clip) that no rule names
+        raise ConfigError(_unset_message(cfg, f"model.{unset[0]}"))
     check_accelerator(cfg)
     check_logger_installed(cfg)
     require_resolvable(cfg)

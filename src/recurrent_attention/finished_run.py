@@ -23,7 +23,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.migration import migrate_state_dict
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.record import SUMMARY_NAME
@@ -48,8 +48,9 @@ class FinishedRun:
 
     def load_module(self) -> Any:
         """The run's task module (and so its backbone) with the named checkpoint's weights."""
-        module_config = module_with_protocol_object(self.config)
-        module = instantiate(module_config, backbone=instantiate(self.config.model.backbone))
+        module = instantiate(
+            module_with_protocol_object(self.config), backbone=instantiate(backbone_config(self.config.model))
+        )
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["state_dict"]
         module.load_state_dict(migrate_state_dict(state))
         return module

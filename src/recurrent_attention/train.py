@@ -30,7 +30,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.config_checks import (
     check_added_keys,
     check_config,
@@ -158,12 +158,13 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
         raise
 
 
-def build_backbone(node: DictConfig) -> Any:
-    """:func:`build` for ``model.backbone``: each backbone checks its own options in its constructor
+def build_backbone(model: DictConfig) -> Any:
+    """:func:`build` for the ``model`` node (``config.backbone_config``: the class ``model._target_``
+    from every key but the run's): each backbone checks its own options in its constructor
     (``config_checks`` knows only the options every model shares), so a ``ValueError`` raised there
     is a bad model option, whose message names the key; it stops the run in that one line."""
     try:
-        return build(node)
+        return build(backbone_config(model))
     except InstantiationException as err:
         if isinstance(err.__cause__, ValueError):
             raise ConfigError(str(err.__cause__).splitlines()[0]) from None
@@ -227,7 +228,7 @@ def run(cfg: DictConfig, run_dir: Path, identity: dict[str, Any]) -> dict[str, A
     L.seed_everything(cfg.seed, workers=True)
     set_matmul_precision(cfg)
     datamodule = build(cfg.task.datamodule, **loader_settings(cfg))
-    backbone = build_backbone(cfg.model.backbone)
+    backbone = build_backbone(cfg.model)
     compile_backbone(backbone, cfg)
     module = build(cfg.task.module, backbone=backbone)
     logger = instantiate(cfg.logger, save_dir=str(run_dir)) if cfg.get("logger") else False

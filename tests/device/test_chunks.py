@@ -129,7 +129,7 @@ def test_every_job_composes_at_the_papers_size_on_the_gpu(compose_job, chunk: st
         if cfg.task.family == "lm":
             assert cfg.model.d_model == 410 and cfg.task.max_epochs == 40
             setting = OmegaConf.to_container(cfg.task.setting, resolve=True)
-            if "model=transformer" in job.overrides:  # the paper's baseline: relative positions (issue 51)
-                assert cfg.model.relative_positions is True
+            if "model=paper/transformer" in job.overrides:  # the paper's baseline: relative positions
+                assert cfg.model._target_.endswith("TransformerXL")
             if "model.memory_token=false" in job.overrides:  # a Table 8 row names its switches
                 assert setting["memory_token"] is False and "recurrent_positions" in setting

@@ -27,7 +27,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.errors import ConfigError
 from recurrent_attention.ops import host_reads, native
 from recurrent_attention.tasks.base import loader_options
@@ -129,7 +129,7 @@ def test_training_steps_have_no_host_sync(
         limit_val_batches=0,
         default_root_dir=str(tmp_path),
     )
-    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))
     trainer.fit(module, datamodule=instantiate(cfg.task.datamodule))
     assert len(recorder.steps) == 2
     found = [f"step {i}: {s.summary()}" for i, s in enumerate(recorder.steps) if s.found]
@@ -202,7 +202,7 @@ def test_loader_settings_reach_every_familys_training_loader(
         assert (loader.num_workers, loader.pin_memory, loader.persistent_workers) == expected
         if not given:
             batch = next(iter(loader))  # read in this process
-    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))
     copies: list[bool] = []
     monkeypatch.setattr(
         torch.Tensor, "to", lambda t, *a, non_blocking=False, **k: copies.append(non_blocking) or t

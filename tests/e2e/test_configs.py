@@ -10,7 +10,7 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.config_checks import check_config
 
 register_resolvers()
@@ -31,6 +31,8 @@ def options(group: str, depth: int) -> list[str]:
 
 TASKS = options("task", 2)
 MODELS = options("model", 1)
+# The CRT paper's LM models as its text describes them (docs/lm.md, "Two readings").
+PAPER_MODELS = options("model", 2)
 # Whole video transformers owned by the video family: they take their clip sizes from a video task.
 VIDEO_MODELS = {"timesformer", "cr_vit"}
 FIRST_TASK_OF_FAMILY = {task.split("/")[0]: task for task in reversed(TASKS)}
@@ -44,6 +46,7 @@ PAIRS = sorted(
         for m in MODELS
         if (family == "video") == (m in VIDEO_MODELS)
     }
+    | {(FIRST_TASK_OF_FAMILY["lm"], m) for m in PAPER_MODELS}
 )
 
 
@@ -57,7 +60,7 @@ def test_task_composes_with_model(task: str, model: str) -> None:
         assert key in resolved, f"{task}: task.{key} missing"
     get_class(cfg.task.datamodule._target_)
     get_class(cfg.task.module._target_)
-    assert instantiate(cfg.model.backbone).d_model == cfg.model.d_model
+    assert instantiate(backbone_config(cfg.model)).d_model == cfg.model.d_model
     check_config(cfg)  # no shipped combination trips the up-front checks
 
 
@@ -77,6 +80,31 @@ def test_no_task_reads_a_model_key_with_a_silent_default() -> None:
     files = [p for reader in readers for p in ([reader] if reader.is_file() else reader.rglob("*.yaml"))]
     silent = [str(p.relative_to(CONFIG_DIR)) for p in files if "oc.select:model." in p.read_text()]
     assert not silent, f"task configs read model keys with a default: {silent}"
+
+
+# The segment and memory lengths CRT and Transformer-XL take from a task that works in segments
+# (LM), with a default elsewhere: the reads of task keys left in the model configs.
+SEGMENT_READS = {
+    "crt.yaml": "seg_len: ${oc.select:task.seg_len,64}",
+    "transformer_xl.yaml": "mem_len: ${oc.select:task.mem_len,128}",
+}
+
+
+def test_model_configs_read_no_task_key_and_name_their_class() -> None:
+    """A model config builds the same class with the same options under every task (issue 68): it
+    reads no task key (but the segment lengths above) and names its class as a literal, never by a
+    resolver on another value."""
+    reads, chosen = {}, []
+    for path in sorted((CONFIG_DIR / "model").rglob("*.yaml")):
+        raw = OmegaConf.load(path)
+        name = str(path.relative_to(CONFIG_DIR / "model"))
+        text = OmegaConf.to_yaml(raw)
+        lines = [line for line in text.splitlines() if "task." in line]
+        if lines:
+            reads[name] = "; ".join(lines)
+        if "_target_" in raw and "${" in OmegaConf.to_container(raw)["_target_"]:
+            chosen.append(name)
+    assert reads == SEGMENT_READS and not chosen
 
 
 EXPERIMENTS = options("experiment", 2)

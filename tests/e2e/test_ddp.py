@@ -17,7 +17,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from recurrent_attention.config import register_resolvers
+from recurrent_attention.config import backbone_config, register_resolvers
 from tests.conftest import read_summaries, run_train
 from tests.tasks.tsc.conftest import random_problem, write_pair
 from tests.tasks.tsf.test_data import own_csv_run
@@ -33,7 +33,7 @@ def one_process_test(summary_path: Path) -> dict[str, float]:
     run_dir = summary_path.parent
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
     summary = json.loads(summary_path.read_text())
-    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
     (tested,) = trainer.test(
         module, datamodule=instantiate(cfg.task.datamodule), ckpt_path=summary["best_checkpoint"]

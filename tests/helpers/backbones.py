@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.models import Backbone
 
 D_MODEL = 16
@@ -51,14 +51,14 @@ def sequence_backbones(config_dir: Path = CONFIG_DIR) -> list[str]:
     return [
         name
         for name in names
-        if issubclass(get_class(model_config(name, (), config_dir).model.backbone._target_), Backbone)
+        if issubclass(get_class(model_config(name, (), config_dir).model._target_), Backbone)
     ]
 
 
 def build_backbone(name: str, overrides: tuple[str, ...] = ()) -> Backbone:
     """The backbone of ``conf/model/<name>.yaml`` (plus ``overrides``), seeded, float64, eval mode."""
     torch.manual_seed(0)
-    return instantiate(model_config(name, overrides).model.backbone).double().eval()
+    return instantiate(backbone_config(model_config(name, overrides).model)).double().eval()
 
 
 def assert_states_close(actual: list, expected: list, **tolerance: float) -> None:

@@ -41,7 +41,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from recurrent_attention.config import CONFIG_DIR
+from recurrent_attention.config import CONFIG_DIR, backbone_config
 from recurrent_attention.models import Backbone, Transformer, TransformerXL
 from recurrent_attention.models.blocks import HeadProjections
 from recurrent_attention.models.transformer import KVCache
@@ -92,7 +92,7 @@ def test_a_backbone_config_copied_under_a_new_name_is_discovered(tmp_path: Path)
     assert found == sorted([*sequence_backbones(), "my_backbone"])
     assert "timesformer" not in found
     torch.manual_seed(0)
-    model = instantiate(model_config("my_backbone", (), tmp_path).model.backbone).double().eval()
+    model = instantiate(backbone_config(model_config("my_backbone", (), tmp_path).model)).double().eval()
     x = inputs(6)
     with torch.no_grad():
         y, _ = model(x)

@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from torch import Tensor, nn
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.migration import migrate_state_dict
 from recurrent_attention.models.blocks import LayerStack
 from recurrent_attention.models.crt import CompactRecurrentTransformer
@@ -74,10 +74,10 @@ STATE_BEFORE = {"crt": CRT_BLOCK, "transformer_xl": TRANSFORMER_XL_BLOCK}
 
 
 def backbone(task: str, model: str, *overrides: str) -> nn.Module:
-    """``model.backbone`` as ``train.py`` builds it for this task (smoke sizes)."""
+    """The backbone as ``train.py`` builds it for this task (smoke sizes)."""
     with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("train", overrides=[f"task={task}", f"model={model}", "preset=smoke", *overrides])
-    return instantiate(cfg.model.backbone)
+    return instantiate(backbone_config(cfg.model))
 
 
 def layer_stack(module: nn.Module) -> LayerStack:

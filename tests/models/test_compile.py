@@ -51,8 +51,8 @@ def _step(
     return y.detach(), grads
 
 
-# Beside every config as it is: Transformer-XL's positions drawn once for the stack (the LM task's
-# compat=reference), which reach the layers by another path.
+# Beside every config as it is: Transformer-XL's positions drawn once for the stack (the paper's
+# model=paper/transformer_xl), which reach the layers by another path.
 VARIANTS = [(name, ()) for name in sequence_backbones()] + [
     ("transformer_xl", ("model.shared_position_dropout=true",))
 ]

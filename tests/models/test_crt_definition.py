@@ -85,7 +85,7 @@ CONFIGS = {
         "relative_positions": True,
         "txl_blocks": True,
     },
-    # the paper's reading (LM compat=reference): Transformer-XL's blocks, no biases, no final norm
+    # the paper's reading (model=paper/crt): Transformer-XL's blocks, no biases, no final norm
     "txl blocks": {"txl_blocks": True, "qkv_bias": False, "final_norm": False, "rnn": "gru_eq4"},
     "txl blocks, no memory token": {"txl_blocks": True, "qkv_bias": False, "memory_token": False},
     "ncgru cayley inverse": {"ncgru_inverse": "exact"},

@@ -116,92 +116,12 @@ def test_a_moved_class_keeps_the_ids_its_runs_had_before_the_move(model: str, cl
     """The video encoders left tasks/video/transformer.py: runs made before still match (finished or
     resumable in their folders, one table row with the runs made after)."""
     task = ["task=video/smarthome_cs", f"model={model}", "preset=smoke"]
-    before = ids(*task, f"model.backbone._target_=recurrent_attention.tasks.video.transformer.{cls}")
+    before = ids(*task, f"model._target_=recurrent_attention.tasks.video.transformer.{cls}")
     assert ids(*task) == before
     assert ids(*task, "model.iterations=3" if model == "cr_vit" else "model.drop_path=0.2") != before
 
 
-# The transformer's config as it was: values set, then the new keys deleted (Hydra resolves a key
-# it deletes, so the switch goes last).
-OLD_TRANSFORMER = (
-    "model.backbone._target_=recurrent_attention.models.transformer.Transformer",
-    "~model.carry_state",
-    "~model.absolute_positions",
-    "~model.relative_positions",
-)
-OLD_FILE_VALUES = ("model.final_norm=true", "model.qkv_bias=true")
-# The LM task read both with defaults (``oc.select``) before every model declared them (issue 49).
-OLD_LM_DEFAULTS = ("task.module.carry_state=false", "task.module.absolute_positions=true")
-OLD_AAREN = ("~model.carry_state", "~model.absolute_positions")
-# Issue 66: CRT's choice of blocks, Transformer-XL's shared positional dropout.
-OLD_CRT_BLOCKS = ("~model.backbone.txl_blocks", "~model.txl_blocks")
-OLD_TRANSFORMER_XL = ("~model.backbone.shared_position_dropout", "~model.shared_position_dropout")
-# Issue 66's txl_init, then a field of LM's protocol object (issue 68): the config without the protocol's
-# nodes (the copies before what they copy, as Hydra resolves a key it deletes).
-OLD_LM_PROTOCOL = ("~task.module.rules", "~task.rules", "~task.protocols")
-
-
-@pytest.mark.parametrize(
-    ("task", "before"),
-    [
-        (["task=tsf/etth1", "model=transformer"], [*OLD_FILE_VALUES, *OLD_TRANSFORMER]),
-        # THP's encoder sets final_norm and qkv_bias false for every backbone, over the model file
-        (["task=ef/mimic", "model=transformer"], OLD_TRANSFORMER),
-        (
-            ["task=lm/ptb", "model=transformer"],
-            [
-                *OLD_FILE_VALUES,
-                *OLD_LM_DEFAULTS,
-                *OLD_TRANSFORMER,
-                *OLD_LM_PROTOCOL,
-                "~task.paper_models",
-            ],
-        ),
-        (["task=tsf/etth1", "model=aaren"], OLD_AAREN),
-        (
-            ["task=lm/ptb", "model=aaren"],
-            [*OLD_LM_DEFAULTS, *OLD_AAREN, *OLD_LM_PROTOCOL, "~task.paper_models"],
-        ),
-        (
-            ["task=lm/ptb", "model=crt_gru"],
-            [
-                "model.rnn=gru",
-                "model.position_rnn=gru",
-                "model.final_norm=true",
-                "model.qkv_bias=true",
-                "model.absolute_positions=false",
-                "~model.backbone.relative_positions",
-                "~model.relative_positions",
-                *OLD_CRT_BLOCKS,
-                *OLD_LM_PROTOCOL,
-                "~task.paper_models",
-            ],
-        ),
-        (
-            ["task=ef/mimic", "model=crt"],
-            [
-                "model.absolute_positions=false",
-                "~model.backbone.relative_positions",
-                "~model.relative_positions",
-                *OLD_CRT_BLOCKS,
-            ],
-        ),
-        (["task=tsf/etth1", "model=transformer_xl"], OLD_TRANSFORMER_XL),
-        (
-            ["task=lm/ptb", "model=transformer_xl"],
-            [*OLD_TRANSFORMER_XL, *OLD_LM_PROTOCOL, "~task.paper_models"],
-        ),
-    ],
-)
-def test_added_options_keep_the_ids_runs_had_before_them(task: list[str], before: list[str]) -> None:
-    """The Transformer's relative positions and LM's paper_models (issue 51), the LM keys every model
-    now declares (carry_state, absolute_positions; issue 49), CRT's txl_blocks, Transformer-XL's
-    shared_position_dropout and the LM's txl_init (issue 66) are new keys: at the
-    value that reproduces earlier runs, a config has the ids it had without them (the config as it
-    was, rebuilt by deleting them); the other value is another run."""
-    assert ids(*task, "preset=smoke") == ids(*task, "preset=smoke", *before)
-    if task[0] == "task=lm/ptb":
-        assert ids(*task, "preset=smoke", "task.compat=reference") != ids(*task, "preset=smoke")
+# The ids runs had before options were added or moved (issues 49, 51, 66, 68): test_kept_configs.py.
 
 
 @pytest.mark.parametrize("model", ["transformer", "crt"])

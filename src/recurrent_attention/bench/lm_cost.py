@@ -33,7 +33,7 @@ from recurrent_attention.runs.atomic import atomic_write_text
 from recurrent_attention.tasks.lm.head import LanguageModel
 
 WT103_VOCAB, WT103_CUTOFFS = 267735, (20000, 40000, 200000)
-# transformer_relative: model=transformer under task.compat=reference (docs/lm.md): Transformer-XL's
+# transformer_relative: model=paper/transformer (docs/lm.md): Transformer-XL's
 # relative attention with no memory, the baseline the paper's text charges for relative positions.
 MODELS = ("transformer", "transformer_relative", "transformer_xl", "crt_gru", "crt")
 PAPER_NAMES = {

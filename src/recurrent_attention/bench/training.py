@@ -38,7 +38,7 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from recurrent_attention.bench.timing import sync
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.models.aaren import AarenAttention
 from recurrent_attention.ops import ScanState
 from recurrent_attention.tasks import register_families
@@ -110,7 +110,7 @@ class _Trainee:
         same seed, so the compiled trainee starts from the eager one's weights."""
         L.seed_everything(0, verbose=False)
         self.device = torch.device(device)
-        module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+        module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))
         self.module = module.to(self.device).train()
         if not mixing:
             remove_token_mixing(self.module)

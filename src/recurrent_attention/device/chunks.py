@@ -159,8 +159,8 @@ def ef_jobs(seeds: Iterable[int] = (1, 2, 3, 4, 5)) -> tuple[Job, ...]:
 
 # CRT Tables 2-3: the three LM backbones and CRT with the paper's GRU, at three segment lengths;
 # Table 8's four rows switch CRT's memory token and recurrent positions at segment length 70.
-# ``task.compat=reference`` is the paper's reading (docs/lm.md). A segment of 17 tokens has four
-# times the steps per epoch of one of 70.
+# The paper's models (``model=paper/*``) under its protocol (``task.compat=reference``; docs/lm.md).
+# A segment of 17 tokens has four times the steps per epoch of one of 70.
 LM_MODELS = ("transformer", "transformer_xl", "crt", "crt_gru")
 SEGMENTS = {70: 1.0, 35: 2.0, 17: 4.0}
 LM_COST = 3.0  # a 3-layer PTB epoch-run against an ETTh1@96 run, until a ptb window measures it
@@ -170,7 +170,7 @@ def ptb_jobs(n_layers: int, seeds: Iterable[int] = (1,)) -> tuple[Job, ...]:
     depth = n_layers / 3
     jobs = [
         _job(
-            f"model={model}",
+            f"model=paper/{model}",
             "task=lm/ptb",
             f"model.n_layers={n_layers}",
             f"task.seg_len={seg}",
@@ -193,7 +193,7 @@ def ablation_jobs(seeds: Iterable[int] = (1,)) -> tuple[Job, ...]:
         _job(
             "experiment=crt/ptb_ablation_paper",
             "hydra.mode=RUN",
-            "model=crt",
+            "model=paper/crt",
             "model.n_layers=3",
             "task.seg_len=70",
             f"model.memory_token={memory}",

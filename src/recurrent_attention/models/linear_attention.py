@@ -94,6 +94,10 @@ class LinearTransformer(LayerStack):
         chunk_size: int = 64,
         qkv_bias: bool = True,
         norm_eps: float = 1e-5,
+        attn_dropout: float | None = None,
     ) -> None:
+        # attn_dropout is accepted as Aaren's is, for the value presets and LM set for every model;
+        # linear attention has no attention probabilities to drop.
+        del attn_dropout
         mixers = [LinearAttention(d_model, n_heads, path, chunk_size, qkv_bias) for _ in range(n_layers)]
         super().__init__(mixers, d_model, d_ff, dropout, activation, norm_first, final_norm, norm_eps)

@@ -246,9 +246,53 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool
         if isinstance(node, dict):
             node.pop(leaf, None)
     _as_before_protocol_objects(content)
+    _nest_backbone(content)
+    _restore_removed(content)
     _drop_added(content)
     choices = {name: choices.get(name) for name in NAMING_CHOICES}
     return {"config": _unmoved(content), "choices": choices, "data": data_identity(cfg)}
+
+
+TRANSFORMER_XL = "recurrent_attention.models.transformer_xl.TransformerXL"
+# Before issue 68 a model node copied the backbone's arguments into ``model.backbone``, beside the
+# keys only the run read (these) and the video encoders' clip sizes, which only the copy held (those).
+# Aaren and linear attention left out attn_dropout too, which presets and LM set for every model.
+UNCOPIED_KEYS = ("name", "compile", "compile_backend", "carry_state", "absolute_positions")
+UNCOPIED_BY_CLASS = {
+    "recurrent_attention.models.aaren.Aaren": ("attn_dropout",),
+    "recurrent_attention.models.linear_attention.LinearTransformer": ("attn_dropout",),
+}
+ONLY_COPIED_KEYS = ("img_size", "n_frames")
+
+
+def _nest_backbone(content: dict[str, Any]) -> None:
+    """Hash a model node in the shape runs were made in: today's node is the backbone's config
+    (``_target_`` and its arguments beside the run's keys); then the arguments were copied into a
+    ``backbone`` node. A node that has one already (a run folder's config) is left as it is."""
+    model = content.get("model")
+    if not isinstance(model, dict) or "_target_" not in model:
+        return
+    uncopied = (*UNCOPIED_KEYS, *UNCOPIED_BY_CLASS.get(model["_target_"], ()))
+    backbone = {key: value for key, value in model.items() if key not in uncopied}
+    content["model"] = {
+        **{key: value for key, value in model.items() if key != "_target_" and key not in ONLY_COPIED_KEYS},
+        "backbone": backbone,
+    }
+
+
+def _restore_removed(content: dict[str, Any]) -> None:
+    """Put back the keys removed since runs were made, at the value they held then, which the rest
+    of the config determines: LM's ``task.paper_models`` (true under ``compat=reference``, where it
+    switched the models to the paper's, now ``model=paper/*``) and the Transformer's
+    ``model.relative_positions`` (true where it built Transformer-XL's class, now
+    ``model=paper/transformer``). :func:`_drop_added` then drops them where they are false."""
+    task, model = content.get("task"), content.get("model")
+    if isinstance(task, dict) and task.get("family") == "lm":
+        task.setdefault("paper_models", task.get("compat") == "reference")
+    if isinstance(model, dict) and model.get("name") == "transformer":
+        backbone = model.get("backbone")
+        target = backbone.get("_target_") if isinstance(backbone, dict) else model.get("_target_")
+        model.setdefault("relative_positions", target == TRANSFORMER_XL)
 
 
 def _drop_added(content: dict[str, Any]) -> None:

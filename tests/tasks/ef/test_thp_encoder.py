@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from torch import nn
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.models import Transformer
 
 
@@ -62,7 +62,7 @@ def test_ef_task_builds_the_thp_encoder_for_both_backbones(model: str) -> None:
     register_resolvers()
     with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("train", overrides=["task=ef/mimic", f"model={model}", "preset=paper"])
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     for block in backbone.blocks:
         proj = block.mixer.proj
         assert proj.qkv.bias is None

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.models.transformer_xl import TransformerXL
 
 register_resolvers()
@@ -63,18 +63,19 @@ def _module(overrides: list[str]) -> torch.nn.Module:
     """Backbone, then LM module, after seeding, as train.py builds them."""
     cfg = _compose(overrides)
     torch.manual_seed(0)
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     return instantiate(cfg.task.module, backbone=backbone).eval()
 
 
-@pytest.mark.parametrize("compat", ["default", "reference"])
-def test_transformer_row_is_model_transformer(compat: str):
-    """Under either reading: task.compat=reference makes both Transformer-XL's relative attention
-    with no memory (the paper's baseline, whose Table 8 row is Table 2's 67.0)."""
+@pytest.mark.parametrize(("compat", "paper"), [("default", ""), ("reference", "paper/")])
+def test_transformer_row_is_model_transformer(compat: str, paper: str):
+    """Under either reading: the paper's models (model=paper/crt, paper/transformer) are both
+    Transformer-XL's relative attention with no memory (the paper's baseline, whose Table 8 row is
+    Table 2's 67.0)."""
     both_off = ["model.memory_token=false", "model.recurrent_positions=false", f"task.compat={compat}"]
-    row = _module(["experiment=crt/ptb_ablation", "model=crt", *TABLE2_ROW[1:], *both_off])
-    transformer = _module(["model=transformer", *TABLE2_ROW, f"task.compat={compat}"])
-    relative = compat == "reference"
+    row = _module(["experiment=crt/ptb_ablation", f"model={paper}crt", *TABLE2_ROW[1:], *both_off])
+    transformer = _module([f"model={paper}transformer", *TABLE2_ROW, f"task.compat={compat}"])
+    relative = bool(paper)
     assert isinstance(row.model.backbone.transformer, TransformerXL) is relative
     assert row.model.absolute_positions is transformer.model.absolute_positions is not relative
     ours = {k.replace("backbone.transformer.", "backbone."): v for k, v in row.state_dict().items()}
@@ -94,13 +95,14 @@ def test_transformer_row_is_model_transformer(compat: str):
 
 def test_paper_ablation_is_table_2s_paper_run_with_the_papers_models():
     """experiment=crt/ptb_ablation_paper: the same four rows at experiment=crt/ptb_3layer's sizes and
-    schedule, with CRT's models (task.compat=reference)."""
+    schedule, with CRT's model (model=paper/crt, task.compat=reference)."""
     params = _compose(["experiment=crt/ptb_ablation_paper"], hydra=True).hydra.sweeper.params
     sweep = {key: str(value).split(",") for key, value in params.items()}
-    assert sweep == {key: value for key, value in _sweep().items() if key != "seed"}  # CPU's seeds 1, 2
+    cpu = {key: value for key, value in _sweep().items() if key != "seed"}  # CPU's seeds 1, 2
+    assert sweep == cpu | {"model": ["paper/crt"]}
     switches = ["model.memory_token=true", "model.recurrent_positions=false"]
-    row = _compose(["experiment=crt/ptb_ablation_paper", "model=crt", *TABLE2_ROW[1:], *switches])
-    table2 = _compose(["experiment=crt/ptb_3layer", "model=crt", *TABLE2_ROW[1:], *switches])
+    row = _compose(["experiment=crt/ptb_ablation_paper", "model=paper/crt", *TABLE2_ROW[1:], *switches])
+    table2 = _compose(["experiment=crt/ptb_3layer", "model=paper/crt", *TABLE2_ROW[1:], *switches])
     row, table2 = (OmegaConf.to_container(c, resolve=True) for c in (row, table2))
     assert row["task"].pop("setting")["memory_token"] is True
     table2["task"].pop("setting")
@@ -124,9 +126,14 @@ RELATIVE = {f"transformer.blocks.{i}.mixer.r_net.weight": (16, 16) for i in rang
 }
 
 
+# The model configs each experiment's sweep names (crt: the project's reading; paper/crt: the paper's).
+READING = {"crt/ptb_ablation": "", "crt/ptb_ablation_paper": "paper/"}
+
+
 @functools.cache
 def _small_config(experiment: str, model: str) -> DictConfig:
-    return _compose([f"experiment={experiment}", f"model={model}", *TABLE2_ROW[1:], *SMALL])
+    overrides = [f"experiment={experiment}", f"model={READING[experiment]}{model}", *TABLE2_ROW[1:], *SMALL]
+    return _compose(overrides)
 
 
 def _layout(experiment: str, model: str = "crt", switches: tuple[bool, bool] = (True, True)) -> dict:
@@ -134,7 +141,7 @@ def _layout(experiment: str, model: str = "crt", switches: tuple[bool, bool] = (
     switches are set as the sweep sets them, on the composed config (one compose per experiment)."""
     cfg = copy.deepcopy(_small_config(experiment, model))
     cfg.model.memory_token, cfg.model.recurrent_positions = switches
-    return {name: tuple(p.shape) for name, p in instantiate(cfg.model.backbone).named_parameters()}
+    return {name: tuple(p.shape) for name, p in instantiate(backbone_config(cfg.model)).named_parameters()}
 
 
 def _part(layout: dict[str, tuple[int, ...]], prefix: str) -> dict[str, tuple[int, ...]]:

@@ -34,10 +34,15 @@ def corpus_files_override(tmp_path) -> str:
     return f"task.files={{train:{files['train']},valid:{files['valid']},test:{files['test']}}}"
 
 
+def _model_choice(summary: dict) -> str:
+    """The run's ``model=`` choice (``paper/transformer`` and ``transformer`` share a name)."""
+    return next(o.partition("=")[2] for o in summary["overrides"] if o.startswith("model="))
+
+
 def test_smoke_run_per_model(tmp_path):
     overrides = [
         "-m",
-        f"model={','.join(MODELS)}",
+        f"model={','.join([*MODELS, 'paper/transformer'])}",
         "task=lm/ptb",
         "task.compat=default,reference",
         "preset=smoke",
@@ -47,12 +52,15 @@ def test_smoke_run_per_model(tmp_path):
         "logger=csv",
     ]
     run_train(overrides, tmp_path / "out")
-    summaries = {(s["model"], s["compat"]): s for s in read_summaries(tmp_path / "out")}
-    assert set(summaries) == {(m, c) for m in MODELS for c in ("default", "reference")}
-    # the reference Transformer is Transformer-XL's with no memory: its parameters, another run
-    reference_tr, default_tr = summaries["transformer", "reference"], summaries["transformer", "default"]
-    assert reference_tr["params"] == summaries["transformer_xl", "reference"]["params"]
-    assert reference_tr["run_id"] != default_tr["run_id"]
+    summaries = {(_model_choice(s), s["compat"]): s for s in read_summaries(tmp_path / "out")}
+    models = [*MODELS, "paper/transformer"]
+    assert set(summaries) == {(m, c) for m in models for c in ("default", "reference")}
+    # the paper's Transformer is Transformer-XL's with no memory: its parameters, another run; under
+    # either protocol a model= builds one model (the protocol initialises it)
+    paper_tr, default_tr = summaries["paper/transformer", "reference"], summaries["transformer", "reference"]
+    assert paper_tr["params"] == summaries["transformer_xl", "reference"]["params"] != default_tr["params"]
+    assert paper_tr["run_id"] != default_tr["run_id"]
+    assert paper_tr["params"] == summaries["paper/transformer", "default"]["params"]
     for summary in summaries.values():
         assert summary["family"] == "lm" and summary["setting"] == {"seg_len": 8, "n_layers": 1}
         assert math.isfinite(summary["metrics"]["ppl"]) and 1 < summary["metrics"]["ppl"] < 100

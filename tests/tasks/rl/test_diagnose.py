@@ -12,6 +12,7 @@ import torch
 from hydra.utils import instantiate
 
 from recurrent_attention.cli.rl_diagnose import main as rl_diagnose
+from recurrent_attention.config import backbone_config
 from recurrent_attention.tasks.rl.collect import collect_episodes
 from recurrent_attention.tasks.rl.diagnose import (
     SeededBatches,
@@ -84,7 +85,7 @@ def test_tiled_windows_predict_every_step_once_in_order(trajectories) -> None:
 
 def test_action_mse_is_the_training_losss_formula_over_every_window(trajectories) -> None:
     torch.manual_seed(0)
-    model = DecisionTransformer(instantiate(model_config("aaren").model.backbone), 11, 3).eval()
+    model = DecisionTransformer(instantiate(backbone_config(model_config("aaren").model)), 11, 3).eval()
     windows = tiled_windows(trajectories[:5], K)
     with torch.no_grad():
         errors = []
@@ -101,7 +102,7 @@ def test_action_mse_is_the_training_losss_formula_over_every_window(trajectories
 
 def test_return_sensitivity_is_zero_exactly_when_the_return_is_not_read(trajectories) -> None:
     torch.manual_seed(0)
-    model = DecisionTransformer(instantiate(model_config("transformer").model.backbone), 11, 3).eval()
+    model = DecisionTransformer(instantiate(backbone_config(model_config("transformer").model)), 11, 3).eval()
     windows = tiled_windows(trajectories[:5], K)
     assert return_sensitivity(model, windows) > 1e-6
     with torch.no_grad():  # the return's embedding flat in the return: its value reaches nothing

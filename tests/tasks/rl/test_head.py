@@ -6,6 +6,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from recurrent_attention.config import backbone_config
 from recurrent_attention.tasks.rl.head import DecisionTransformer
 from tests.helpers.backbones import model_config, sequence_backbones
 
@@ -15,7 +16,9 @@ STATE_DIM, ACT_DIM, T = 5, 3, 8
 def make_model(backbone: str, seed: int = 0) -> DecisionTransformer:
     """The head around ``conf/model/<backbone>.yaml``'s backbone at the test sizes."""
     torch.manual_seed(seed)
-    model = DecisionTransformer(instantiate(model_config(backbone).model.backbone), STATE_DIM, ACT_DIM)
+    model = DecisionTransformer(
+        instantiate(backbone_config(model_config(backbone).model)), STATE_DIM, ACT_DIM
+    )
     model.set_state_statistics(torch.randn(STATE_DIM), torch.rand(STATE_DIM) + 0.5)
     return model.eval()
 

@@ -9,7 +9,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from recurrent_attention.config import CONFIG_DIR, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.models.ncgru import EquationFourGRU
 from recurrent_attention.results.collect import load_runs
 from recurrent_attention.results.layouts import video
@@ -47,7 +47,7 @@ def test_task_composes_with_paper_settings(task: str, classes: int, model: str) 
     assert list(cfg.task.module.scheduler.milestones) == [11, 14] and cfg.task.max_epochs == 15
     assert (cfg.task.test_views, cfg.task.view_ensemble) == (10, "max")
     if model == "cr_vit":
-        assert cfg.model.backbone._target_.endswith("CRViT") and cfg.model.rnn == "gru_eq4"
+        assert cfg.model._target_.endswith("CRViT") and cfg.model.rnn == "gru_eq4"
 
 
 @pytest.mark.parametrize(("compat", "checkpoint"), [("default", "best"), ("reference", "last")])
@@ -86,7 +86,7 @@ def test_cr_vit_memory_rnn_reads_every_frame_of_the_video(experiment: str, stage
     """The paper's GRU reads "the sequence length (number of frames per video) ... 16" (appendix A),
     in each of its two iterations over the video, and is equation (4)'s GRU (issue 51)."""
     cfg = composed(f"experiment={experiment}", "model=cr_vit", *stage1, "preset=smoke")  # stage 1: none
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     assert isinstance(backbone.memory_rnn, EquationFourGRU)
     lengths = []
     backbone.memory_rnn.register_forward_hook(lambda module, args, out: lengths.append(args[0].shape[1]))

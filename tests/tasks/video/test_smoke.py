@@ -8,6 +8,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from recurrent_attention.config import backbone_config
 from recurrent_attention.tasks.video.encoders import CRViT
 from tests.conftest import read_summaries
 from tests.tasks.video.test_configs import composed
@@ -84,7 +85,7 @@ def test_stage_two_starts_from_stage_one(train_runner, release_folder: Path, tmp
     (checkpoint,) = (tmp_path / "one").rglob("checkpoints/last.ckpt")
     stage_two = ["experiment=video/synthetic_stage2", f"stage1={checkpoint}", *common]
     cfg = composed(*stage_two)
-    backbone = instantiate(cfg.model.backbone)
+    backbone = instantiate(backbone_config(cfg.model))
     saved = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
     assert isinstance(backbone, CRViT) and "backbone.blocks.1.temporal_attn.qkv.weight" in saved
     for key, value in backbone.state_dict().items():

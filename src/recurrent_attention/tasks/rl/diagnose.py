@@ -33,6 +33,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset, default_collate
 
+from recurrent_attention.config import backbone_config
 from recurrent_attention.results.summary import device_description, git_commit
 from recurrent_attention.tasks.rl.data import RLDataModule, TrajectoryWindows, state_statistics
 from recurrent_attention.tasks.rl.env import normalized_score
@@ -236,7 +237,7 @@ def diagnose(
     options["rules"] = instantiate(cfg.task.datamodule.rules)
     data = HeldOutData(**options, held_out_every=held_out_every, batch_seed=run.seed, n_batches=updates)
     data.setup("fit")
-    module = instantiate(cfg.task.module, backbone=instantiate(cfg.model.backbone))
+    module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))
     K = int(cfg.task.context_len)
     trained_sample = data.trajectories[:: max(len(data.trajectories) // max(len(data.held_out), 1), 1)]
     curve = ActionErrorCurve(every, tiled_windows(data.held_out, K), tiled_windows(trained_sample, K))

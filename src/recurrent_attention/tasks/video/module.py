@@ -1,6 +1,6 @@
 """LightningModule for video classification: a linear head on the video encoder's features.
 
-The backbone (``model.backbone``: :class:`~.encoders.TimeSformer` or :class:`~.encoders.CRViT`, a
+The backbone (``model``: :class:`~.encoders.TimeSformer` or :class:`~.encoders.CRViT`, a
 :class:`~.encoders.VideoEncoder`, not a sequence ``Backbone``) returns features per iteration; the
 head is applied to each. Training loss: cross-entropy on the last iteration
 (``iteration_loss=last``) or the mean over iterations (``mean``). Predictions come from the last
