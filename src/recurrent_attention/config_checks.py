@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 from torch._dynamo import list_backends  # Lightning imports it anyway
@@ -165,7 +166,6 @@ RULES = (
         lambda v: v in list_backends(exclude_tags=()),
         "a torch.compile backend (torch._dynamo.list_backends(exclude_tags=()): inductor, aot_eager, ...)",
     ),
-    choice("task.compat", ("default", "reference")),
     choice("task.test_checkpoint", ("best", "last")),
     Rule(("stage1",), lambda v: isinstance(v, str) and bool(v), "the stage-1 run's checkpoint file"),
 )
@@ -251,6 +251,7 @@ def check_config(cfg: DictConfig) -> None:
     A bad value copied by interpolation fails at several keys; the message names the one it was
     set at, not a copy. Last, every other interpolation must resolve (:func:`require_resolvable`).
     """
+    check_protocol(cfg)
     target = _value(cfg, "model._target_")
     rules = [
         rule
@@ -283,6 +284,29 @@ def check_config(cfg: DictConfig) -> None:
     check_accelerator(cfg)
     check_logger_installed(cfg)
     require_resolvable(cfg)
+
+
+def check_protocol(cfg: DictConfig) -> None:
+    """``task.compat`` names one of the family's protocols (``task.protocols``, one file each in
+    ``conf/task/<family>/protocol/``), and the object it selects (``task.rules``) accepts its fields:
+    its class checks their values, here before anything is built."""
+    protocols = OmegaConf.select(cfg, "task.protocols", default=None)
+    if not isinstance(protocols, DictConfig) or "rules" not in cfg.task:
+        return
+    compat, family = cfg.task.get("compat"), cfg.task.get("family")
+    if compat not in protocols:
+        raise ConfigError(
+            f"task.compat={compat!r} is not allowed: use one of {', '.join(sorted(protocols))} "
+            f"(the files of conf/task/{family}/protocol/)"
+        )
+    fields = OmegaConf.to_container(cfg.task.rules, resolve=True)
+    target = fields.pop("_target_")
+    try:
+        get_class(target)(**fields)
+    except TypeError as err:
+        raise ConfigError(
+            f"task.rules ({target}): {err}; conf/task/{family}/protocol/{compat}.yaml"
+        ) from None
 
 
 GPU_ACCELERATORS = ("gpu", "cuda")

@@ -13,6 +13,7 @@ for ``${ra.run_id:}``) recomputes the saved folder's ids.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,9 @@ from typing import Any
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from recurrent_attention.config import backbone_config, register_resolvers
+from recurrent_attention.config import CONFIG_DIR, backbone_config, register_resolvers
 from recurrent_attention.migration import migrate_state_dict
 from recurrent_attention.runs.identity import run_ids
 from recurrent_attention.runs.record import SUMMARY_NAME
@@ -48,11 +49,37 @@ class FinishedRun:
     def load_module(self) -> Any:
         """The run's task module (and so its backbone) with the named checkpoint's weights."""
         module = instantiate(
-            self.config.task.module, backbone=instantiate(backbone_config(self.config.model))
+            module_with_protocol_object(self.config), backbone=instantiate(backbone_config(self.config.model))
         )
         state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)["state_dict"]
         module.load_state_dict(migrate_state_dict(state))
         return module
+
+
+# What a module config saved before protocols were objects (issue 68) passed instead of ``rules``:
+# the protocol's name, and the fields EF and LM took one by one.
+SAVED_PROTOCOL_KEYS = ("compat", "time_every_layer", "txl_init")
+
+
+def module_with_protocol_object(config: DictConfig) -> DictConfig:
+    """``config.task.module``, where it was saved passing the protocol's name (``compat``) and fields,
+    given the object instead: the protocol of that name as defined now
+    (``conf/task/<family>/protocol/<name>.yaml``) with the saved fields over it, so that an older run
+    still loads."""
+    module = config.task.module
+    saved = {key: module[key] for key in SAVED_PROTOCOL_KEYS if key in module}
+    if "rules" in module or not saved:
+        return module
+    family, name = config.task.family, config.task.get("compat", "default")
+    rules = OmegaConf.load(CONFIG_DIR / "task" / family / "protocol" / f"{name}.yaml")
+    upgraded = copy.deepcopy(config)  # the module's interpolations still reach the rest of it
+    with open_dict(upgraded):
+        for key in saved:
+            del upgraded.task.module[key]
+        upgraded.task.module.rules = OmegaConf.merge(
+            rules, {key: saved[key] for key in saved if key in rules}
+        )
+    return upgraded.task.module
 
 
 def named_checkpoint(run_dir: Path, summary: dict[str, Any]) -> Path:

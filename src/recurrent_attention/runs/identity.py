@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
@@ -85,6 +86,142 @@ ADDED_KEYS: dict[str, dict[str, Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class ProtocolMove:
+    """How one family's configs said their protocol before it was an object (issue 68).
+
+    ``definitions``: each protocol's ``task.protocols.<name>`` node as that move wrote it;
+    ``before``: the keys a config with ``task.compat=<name>`` held then, with their values."""
+
+    definitions: dict[str, dict[str, Any]]
+    before: Callable[[str], dict[str, Any]]
+
+
+def _rules(family: str, cls: str, **fields: Any) -> dict[str, Any]:
+    return {"_target_": f"recurrent_attention.tasks.{family}.protocol.{cls}", **fields}
+
+
+TSLIB_TYPE1_EVERY_5 = {
+    "_target_": "recurrent_attention.tasks.schedules.tslib_type1",
+    "_partial_": True,
+    "every": 5,
+}
+# The protocol objects replaced the name passed as a string (``compat: ${task.compat}``) and the
+# families' per-protocol tables. A config whose ``task.protocols`` are still the move's definitions,
+# with ``task.rules`` (and the datamodule's and module's copy) the one ``task.compat`` names, is hashed
+# as it was before: those keys out, the old ones back; any other protocol is a new run.
+PROTOCOL_MOVES: dict[str, ProtocolMove] = {
+    "tsf": ProtocolMove(
+        {
+            "default": _rules("tsf", "TSFProtocol", drop_last_test_batch=False),
+            "reference": _rules("tsf", "TSFProtocol", drop_last_test_batch=True),
+        },
+        lambda compat: {"task.datamodule.compat": compat},
+    ),
+    "rl": ProtocolMove(
+        {
+            "default": _rules("rl", "RLProtocol", trajectory_sampling="length", periodic_eval=False),
+            "reference": _rules("rl", "RLProtocol", trajectory_sampling="uniform", periodic_eval=True),
+        },
+        lambda compat: {"task.datamodule.compat": compat, "task.module.compat": compat},
+    ),
+    "video": ProtocolMove(
+        {
+            "default": _rules(
+                "video",
+                "VideoProtocol",
+                val_view="centre",
+                eval_short_side="crop",
+                truncate_frame_indices=False,
+                view_scores="softmax",
+                test_checkpoint="best",
+            ),
+            "reference": _rules(
+                "video",
+                "VideoProtocol",
+                val_view="random",
+                eval_short_side="short_side_min",
+                truncate_frame_indices=True,
+                view_scores="logits",
+                test_checkpoint="last",
+            ),
+        },
+        lambda compat: {
+            "task.datamodule.compat": compat,
+            "task.module.compat": compat,
+            "task.test_checkpoints": {"default": "best", "reference": "last"},
+        },
+    ),
+    "ef": ProtocolMove(
+        {
+            "default": _rules(
+                "ef",
+                "EFProtocol",
+                nll="per_predicted_event",
+                rmse="per_event",
+                checkpoint_metric="val/nll",
+                time_every_layer=False,
+            ),
+            "reference": _rules(
+                "ef",
+                "EFProtocol",
+                nll="meta_tpp",
+                rmse="meta_tpp",
+                checkpoint_metric="val/rmse",
+                time_every_layer=True,
+            ),
+        },
+        lambda compat: {
+            "task.module.compat": compat,
+            "task.module.time_every_layer": compat == "reference",
+            "task.time_every_layer": compat == "reference",
+            "task.protocols": {
+                "default": {"checkpoint_metric": "val/nll", "time_every_layer": False},
+                "reference": {"checkpoint_metric": "val/rmse", "time_every_layer": True},
+            },
+        },
+    ),
+    "tsc": ProtocolMove(
+        {
+            "default": _rules(
+                "tsc",
+                "TSCProtocol",
+                validation="train_split",
+                test_scaling="train",
+                selection_metric="val/acc",
+                embedding="linear",
+                lr_scheduler=None,
+            ),
+            "reference": _rules(
+                "tsc",
+                "TSCProtocol",
+                validation="test",
+                test_scaling="own",
+                selection_metric="val/tslib_improvements",
+                embedding="tslib_conv",
+                lr_scheduler=TSLIB_TYPE1_EVERY_5,
+            ),
+        },
+        lambda compat: {
+            "task.datamodule.compat": compat,
+            "task.module.compat": compat,
+            "task.embeddings": {"default": "linear", "reference": "tslib_conv"},
+            "task.selection_metric": {"default": "val/acc", "reference": "val/tslib_improvements"},
+            "task.lr_schedules": {"default": None, "reference": TSLIB_TYPE1_EVERY_5},
+        },
+    ),
+    # issue 66's task.module.txl_init, which ADDED_KEYS then leaves out while false
+    "lm": ProtocolMove(
+        {
+            "default": _rules("lm", "LMProtocol", txl_init=False),
+            "reference": _rules("lm", "LMProtocol", txl_init=True),
+        },
+        lambda compat: {"task.module.txl_init": compat == "reference"},
+    ),
+}
+PROTOCOL_KEYS = ("task.protocols", "task.rules", "task.datamodule.rules", "task.module.rules")
+
+
 def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool = False) -> dict[str, Any]:
     """What the hash covers: the resolved config less ``IGNORED_KEYS``, the naming choices and the
     data read (``data_identity``: registry checksums or own files' fingerprints).
@@ -108,6 +245,7 @@ def identity_content(cfg: DictConfig, choices: Mapping[str, Any], seedless: bool
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict):
             node.pop(leaf, None)
+    _as_before_protocol_objects(content)
     _nest_backbone(content)
     _restore_removed(content)
     _drop_added(content)
@@ -168,6 +306,36 @@ def _drop_added(content: dict[str, Any]) -> None:
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict) and leaf in node and _same(node[leaf], old_value):
             del node[leaf]
+
+
+def _as_before_protocol_objects(content: dict[str, Any]) -> None:
+    """``content`` as it was before its family's protocol became an object (:data:`PROTOCOL_MOVES`),
+    where its protocol is one of that move's definitions."""
+    task = content.get("task")
+    if not isinstance(task, dict) or (move := PROTOCOL_MOVES.get(task.get("family"))) is None:
+        return
+    compat = task.get("compat")
+    rules = move.definitions.get(compat)
+    if task.get("protocols") != move.definitions or rules is None:
+        return
+    copies = [
+        task.get("rules"),
+        *(task.get(part, {}).get("rules", rules) for part in ("datamodule", "module")),
+    ]
+    if any(node != rules for node in copies):
+        return
+    for dotted in PROTOCOL_KEYS:
+        *parents, leaf = dotted.split(".")
+        _node(content, parents).pop(leaf, None)
+    for dotted, value in move.before(compat).items():
+        *parents, leaf = dotted.split(".")
+        _node(content, parents)[leaf] = value
+
+
+def _node(content: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    for key in keys:
+        content = content[key]
+    return content
 
 
 def _same(value: Any, old_value: Any) -> bool:

@@ -14,6 +14,7 @@ from recurrent_attention.tasks.ef.batching import length_groups, split_by_length
 from recurrent_attention.tasks.ef.data import collate
 from recurrent_attention.tasks.ef.formats import EventSequence
 from recurrent_attention.tasks.ef.module import EventModule
+from tests.helpers.protocols import protocol
 
 LENGTHS = (3, 40, 5, 2, 38, 9, 4, 17)
 
@@ -72,7 +73,9 @@ def module(backbone: str, compat: str) -> EventModule:
     torch.manual_seed(0)
     make = Aaren if backbone == "aaren" else Transformer
     net = make(d_model=8, n_heads=2, n_layers=2, d_ff=16, dropout=0.0)
-    return EventModule(net, partial(torch.optim.Adam, lr=1e-3), 4, weight_decay=0.0, compat=compat).double()
+    return EventModule(
+        net, partial(torch.optim.Adam, lr=1e-3), 4, weight_decay=0.0, rules=protocol("ef", compat)
+    ).double()
 
 
 def record(logged: dict[str, float], key: str, value: torch.Tensor, **_: object) -> None:
@@ -97,7 +100,7 @@ def test_split_training_loss_gradients_and_metrics_equal_the_whole_batch(
         with torch.no_grad():
             model.eval()
             model.accumulate(batch, "test")
-        results[name] = (loss.detach(), grads, logged["train/nll"], model.totals.compute(compat))
+        results[name] = (loss.detach(), grads, logged["train/nll"], model.computed_totals("val"))
     whole, pieces = results["whole"], results["pieces"]
     torch.testing.assert_close(pieces[0], whole[0], rtol=1e-12, atol=1e-12)
     for a, b in zip(pieces[1], whole[1], strict=True):

@@ -57,7 +57,7 @@ def test_two_event_nll_by_hand() -> None:
         w * stats.lognorm(s=s, scale=math.exp(m)).sf(1.2) for w, m, s in zip(weights, mu, sigma, strict=True)
     )
     meta_tpp = -(math.log(survival) + float(log_marks[2])) / 2
-    assert totals.compute("reference")["nll"] == pytest.approx(meta_tpp, rel=1e-9)
+    assert totals.compute(nll="meta_tpp")["nll"] == pytest.approx(meta_tpp, rel=1e-9)
     assert totals.compute()["nll_meta_tpp"] == pytest.approx(meta_tpp, rel=1e-9)
     mean = sum(w * math.exp(m + s * s / 2) for w, m, s in zip(weights, mu, sigma, strict=True))
     assert totals.compute()["rmse"] == pytest.approx(abs(mean - 1.2), rel=1e-10)
@@ -147,7 +147,7 @@ def test_rmse_default_and_meta_tpp_quirk() -> None:
     totals = EventTotals()
     totals.update(scores, batch)
     assert totals.compute()["rmse"] == pytest.approx(math.sqrt(6 / 3))
-    assert totals.compute("reference")["rmse"] == pytest.approx(math.sqrt(4 / 3))
+    assert totals.compute(rmse="meta_tpp")["rmse"] == pytest.approx(math.sqrt(4 / 3))
     assert totals.compute()["acc"] == pytest.approx(100 * 2 / 3)
 
 

@@ -1,4 +1,4 @@
-"""``compat=reference`` NLL and loss against a transcription of Meta TPP's computation on a hand-made batch.
+"""The reference protocol's NLL and loss against a transcription of Meta TPP's, on a hand-made batch.
 
 The transcription follows BorealisAI/meta-tpp (``src/models/tpp/tpp_network.py`` TransformerMix.forward,
 ``src/models/tpp/prob_dists.py`` LogNormalMixture.forward, ``src/models/tpp_module.py`` model_step and
@@ -24,6 +24,7 @@ from recurrent_attention.tasks.ef.head import EventModel
 from recurrent_attention.tasks.ef.likelihood import score_batch
 from recurrent_attention.tasks.ef.metrics import EventTotals
 from recurrent_attention.tasks.ef.module import EventModule
+from tests.helpers.protocols import protocol
 
 SEQUENCES = [
     EventSequence([0.0, 0.7, 0.9, 2.4, 2.45], [2, 0, 1, 1, 2]),
@@ -111,10 +112,10 @@ def test_reference_nll_equals_meta_tpp_on_a_hand_made_batch() -> None:
     totals = EventTotals()
     totals.update(scores, batch)
     expected = float(loss / masks.sum())  # val_nll: MeanMetricWithCount(loss, masks.sum())
-    assert totals.compute("reference")["nll"] == pytest.approx(expected, rel=1e-12)
-    assert totals.compute("default")["nll_meta_tpp"] == pytest.approx(expected, rel=1e-12)
+    assert totals.compute(nll="meta_tpp")["nll"] == pytest.approx(expected, rel=1e-12)
+    assert totals.compute()["nll_meta_tpp"] == pytest.approx(expected, rel=1e-12)
     # Our default NLL scores every interval by its density and divides by the predicted events only.
-    assert totals.compute("default")["nll"] != pytest.approx(expected, rel=1e-3)
+    assert totals.compute()["nll"] != pytest.approx(expected, rel=1e-3)
 
 
 @pytest.mark.filterwarnings("ignore:You are trying to `self.log\\(\\)`")
@@ -122,7 +123,7 @@ def test_reference_training_loss_and_gradient_equal_meta_tpp() -> None:
     torch.manual_seed(3)
     backbone = Transformer(d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0)
     module = EventModule(
-        backbone, partial(torch.optim.Adam, lr=1e-3), 3, weight_decay=0.0, compat="reference"
+        backbone, partial(torch.optim.Adam, lr=1e-3), 3, weight_decay=0.0, rules=protocol("ef", "reference")
     )
     module.double()
     batch = collate(SEQUENCES, dtype=torch.float64)

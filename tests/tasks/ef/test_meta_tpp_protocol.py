@@ -1,4 +1,4 @@
-"""``compat=reference`` selects and encodes as Meta TPP does; ``default`` keeps its own choices.
+"""The reference protocol selects and encodes as Meta TPP does; ``default`` keeps its own choices.
 
 Transcribed from BorealisAI/meta-tpp: ``configs/callbacks/default.yaml`` (ModelCheckpoint
 ``monitor: val/rmse``, EarlyStopping ``monitor: val/nll``, patience 500) and ``src/models/tpp/thp/
@@ -49,7 +49,7 @@ def test_checkpoint_and_early_stopping_monitors(tmp_path: Path, compat: str, che
 
 @pytest.mark.parametrize(("compat", "every_layer"), [("reference", True), ("default", False)])
 def test_protocol_sets_where_the_temporal_encoding_is_added(compat: str, every_layer: bool) -> None:
-    assert ef_config(compat).task.module.time_every_layer is every_layer
+    assert ef_config(compat).task.module.rules.time_every_layer is every_layer
 
 
 def meta_tpp_encoder(model: EventModel, intervals: torch.Tensor, marks: torch.Tensor) -> torch.Tensor:
@@ -90,7 +90,7 @@ def test_every_layer_encoding_streams_as_the_parallel_pass(backbone) -> None:
 
 def test_every_layer_encoding_needs_a_layer_stack() -> None:
     crt = CompactRecurrentTransformer(d_model=8, n_heads=2, n_layers=1, d_ff=16, dropout=0.0, seg_len=4)
-    with pytest.raises(ConfigError, match=r"task\.time_every_layer=true"):
+    with pytest.raises(ConfigError, match=r"task\.rules\.time_every_layer=true"):
         EventModel(crt, n_marks=3, time_every_layer=True)
 
 

@@ -135,7 +135,7 @@ def test_reference_models_start_from_transformer_xls_initialisation(model: str) 
     if rnns:
         as_built = dict(
             _language_model(
-                f"paper/{model}", "task.compat=reference", "task.module.txl_init=false"
+                f"paper/{model}", "task.compat=reference", "task.protocols.reference.txl_init=false"
             ).named_parameters()
         )
         assert all(torch.equal(p, as_built[name]) for name, p in rnns.items())

@@ -13,6 +13,7 @@ from recurrent_attention.tasks.rl.data import (
     state_statistics,
 )
 from recurrent_attention.tasks.rl.formats import Trajectory
+from tests.helpers.protocols import protocol
 
 
 def trajectory(length: int, offset: float = 0.0) -> Trajectory:
@@ -45,7 +46,8 @@ def test_short_trajectory_is_right_padded_and_masked() -> None:
 
 @pytest.mark.parametrize(("compat", "long_share"), [("default", 0.99), ("reference", 0.5)])
 def test_trajectories_drawn_in_proportion_to_length(tmp_path, compat: str, long_share: float) -> None:
-    module = RLDataModule(source=None, state_dim=1, act_dim=1, path=str(tmp_path), compat=compat)
+    rules = protocol("rl", compat)
+    module = RLDataModule(source=None, state_dim=1, act_dim=1, path=str(tmp_path), rules=rules)
     module.trajectories = [trajectory(1), trajectory(99)]
     torch.manual_seed(0)
     drawn = torch.tensor(list(module.train_dataloader().sampler))

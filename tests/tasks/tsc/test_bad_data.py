@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from recurrent_attention.data import DataError
+from tests.helpers.protocols import protocol
 from tests.tasks.tsc.conftest import random_problem, write_pair
 from tests.tasks.tsc.test_data import datamodule
 
@@ -114,4 +115,6 @@ def test_a_training_file_with_no_case_to_hold_out_is_one_line(tmp_path: Path) ->
         "keeps one case for training); add cases, raise task.val_fraction, or train on all of them with "
         "task.compat=reference"
     )
-    assert len(datamodule(train, test, compat="reference").datasets["train"]) == 1  # the fix it names works
+    assert (
+        len(datamodule(train, test, rules=protocol("tsc", "reference")).datasets["train"]) == 1
+    )  # the fix it names works

@@ -1,4 +1,4 @@
-"""Datamodule: interpolation, stratified carve-out, train-only normalisation, padding, compat=reference."""
+"""Datamodule: interpolation, stratified carve-out, train-only normalisation, padding, protocols."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from recurrent_attention.tasks.tsc.data import (
     stratified_split,
 )
 from recurrent_attention.tasks.tsc.tsformat import read_ts
+from tests.helpers.protocols import protocol
 from tests.tasks.tsc.conftest import random_problem, ts_text
 
 MIRROR = Path(os.environ.get("RA_DATA_MIRROR") or Path(__file__).resolve().parents[4] / "shared" / "data")
@@ -56,7 +57,7 @@ def test_a_channel_missing_from_a_whole_case_becomes_the_channel_mean(tmp_path: 
     for split in ("TRAIN", "TEST"):
         text = ts_text(cases, [f"c{y}" for y in labels], ["c0", "c1", "c2"], "Gap", missing=True)
         (folder / f"Gap_{split}.ts").write_text(text)
-    dm = datamodule(folder / "Gap_TRAIN.ts", folder / "Gap_TEST.ts", compat="reference")
+    dm = datamodule(folder / "Gap_TRAIN.ts", folder / "Gap_TEST.ts", rules=protocol("tsc", "reference"))
     test = dm.datasets["test"]
     n = len(cases[4])
     assert test.x[4, :n, 1].abs().max() == 0
@@ -125,7 +126,7 @@ def test_default_normalises_with_training_part_only(toy_pair: tuple[Path, Path])
 
 def test_reference_uses_each_splits_statistics_and_validates_on_test(toy_pair: tuple[Path, Path]) -> None:
     train_path, test_path = toy_pair
-    dm = datamodule(train_path, test_path, compat="reference")
+    dm = datamodule(train_path, test_path, rules=protocol("tsc", "reference"))
     assert len(dm.datasets["train"]) == 30
     assert dm.val_dataloader().dataset is dm.datasets["test"]
     test_cases, _ = _raw(test_path)

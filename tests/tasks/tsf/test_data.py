@@ -10,6 +10,7 @@ import pytest
 
 from recurrent_attention.tasks.tsf.data import TSFDataModule, read_csv, split_borders
 from recurrent_attention.tasks.tsf.timefeatures import time_features
+from tests.helpers.protocols import protocol
 
 
 def write_ett_csv(path: Path, n_rows: int, freq: str = "h", seed: int = 0) -> pd.DataFrame:
@@ -79,11 +80,11 @@ def test_scaler_uses_training_rows_only_and_windows_cover_every_target(tmp_path:
     np.testing.assert_allclose(last["y"].numpy(), expected_last, rtol=1e-5, atol=1e-5)
 
 
-def test_reference_compat_drops_the_last_test_batch(tmp_path: Path) -> None:
+def test_reference_protocol_drops_the_last_test_batch(tmp_path: Path) -> None:
     write_ett_csv(tmp_path / "e.csv", 14400)
     common = dict(seq_len=96, pred_len=24, batch_size=32, path=str(tmp_path / "e.csv"))
     full = TSFDataModule("ETTh1", "ett_hour", **common)
-    quirk = TSFDataModule("ETTh1", "ett_hour", compat="reference", **common)
+    quirk = TSFDataModule("ETTh1", "ett_hour", rules=protocol("tsf", "reference"), **common)
     for dm in (full, quirk):
         dm.setup()
     n_windows = 2880 - 24 + 1

@@ -53,7 +53,7 @@ def test_task_composes_with_paper_settings(task: str, classes: int, model: str) 
 @pytest.mark.parametrize(("compat", "checkpoint"), [("default", "best"), ("reference", "last")])
 def test_compat_reaches_data_module_and_test_checkpoint(compat: str, checkpoint: str) -> None:
     cfg = composed("task=video/smarthome_cs", "model=timesformer", f"task.compat={compat}")
-    assert cfg.task.datamodule.compat == cfg.task.module.compat == compat
+    assert cfg.task.datamodule.rules == cfg.task.module.rules == cfg.task.protocols[compat]
     assert cfg.task.test_checkpoint == checkpoint
 
 

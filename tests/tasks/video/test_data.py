@@ -17,6 +17,7 @@ from recurrent_attention.tasks.video.frames import window_indices
 from recurrent_attention.tasks.video.release import scan_release
 from recurrent_attention.tasks.video.scan import scan_clips
 from recurrent_attention.tasks.video.synthetic import write_mp4
+from tests.helpers.protocols import protocol
 
 LENGTH, BASE, STEP = 40, 20, 5  # frame t is grey level BASE + STEP * t
 NAMES = {
@@ -47,7 +48,7 @@ def indexed_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def datamodule(folder: Path, compat: str, **kwargs) -> SmarthomeDataModule:
     dm = SmarthomeDataModule(
         str(folder), "cs", 31, n_frames=4, stride=2, crop_size=16, short_side_min=20, short_side_max=24,
-        mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), test_views=4, compat=compat, **kwargs,
+        mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), test_views=4, rules=protocol("video", compat), **kwargs,
     )  # fmt: skip
     dm.setup()
     return dm

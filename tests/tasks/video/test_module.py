@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from recurrent_attention.models import Aaren
 from recurrent_attention.tasks.video.encoders import CRViT, TimeSformer, VideoEncoder
 from recurrent_attention.tasks.video.module import VideoClassificationModule
+from tests.helpers.protocols import protocol
 
 K = 5
 
@@ -74,7 +75,7 @@ def test_default_ensemble_combines_every_views_probabilities(ensemble: str) -> N
 
 def test_reference_ensemble_is_pivit_max_of_raw_logits_into_a_zero_buffer() -> None:
     """PI-ViT's TestMeter: ``preds = max(preds, view logits)`` from ``preds = 0`` per clip."""
-    model = module(view_ensemble="max", compat="reference")
+    model = module(view_ensemble="max", rules=protocol("video", "reference"))
     video, logits = views_and_logits(model)
     buffer = torch.zeros(4, K)
     for v in range(3):

@@ -4,7 +4,7 @@ Event i is embedded as ``mark_embedding(k_i) + temporal_encoding(tau_i)`` where 
 time since the previous event (0 for the first event): Meta TPP feeds its ``times`` array, which
 holds inter-event times, to THP's sinusoidal temporal encoding. THP (Meta TPP's ``thp/models.py``)
 adds that encoding again before every layer; by default it is added once at the input, so that any
-backbone fits, and ``time_every_layer=True`` (``compat=reference``) has a :class:`LayerStack` add it
+backbone fits, and ``time_every_layer=True`` (the ``reference`` protocol's) has a :class:`LayerStack` add it
 before each later block as well (its ``reinject`` input), as Meta TPP does.
 The backbone output at event i summarises the history up to and including event i and parameterises
 the next event: a mixture of log-normals over ``tau_{i+1}`` and a categorical over ``k_{i+1}``.
@@ -56,9 +56,9 @@ class EventModel(nn.Module):
         super().__init__()
         if time_every_layer and not isinstance(backbone, LayerStack):
             raise ConfigError(
-                f"task.time_every_layer=true (THP's temporal encoding before every layer) needs a "
+                f"task.rules.time_every_layer=true (THP's temporal encoding before every layer) needs a "
                 f"layer-stack backbone, not {type(backbone).__name__}: use model=transformer or model=aaren, "
-                "or set task.time_every_layer=false"
+                "or run the default protocol (task.compat=default)"
             )
         d_model = backbone.d_model
         self.backbone = backbone

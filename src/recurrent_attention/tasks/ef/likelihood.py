@@ -6,7 +6,7 @@ the prediction made at event i. After the last event, the window end adds the su
 ``log P(tau > t_end - t_N)``; the readers put the window end at the last event (term 0) unless the
 data defines a window (the synthetic ``sin`` set observes ``[0, 32 pi]``).
 
-Meta TPP's NLL (``compat="reference"``; BorealisAI/meta-tpp ``prob_dists.py`` LogNormalMixture and
+Meta TPP's NLL (the protocol's ``nll=meta_tpp``; BorealisAI/meta-tpp ``prob_dists.py`` LogNormalMixture and
 ``tpp_network.py`` TransformerMix) differs in one term: it treats each sequence's last event as the
 end of the observation window ("ignore the last time as it is xmax"), so the last interval is scored
 by its log survival (with its clamped CDF, :meth:`LogNormalMixture.log_survival_clamped`) instead of
@@ -56,9 +56,9 @@ class EventScores:
         time_ll = self.time_ll.sum() - self.last_time_ll.sum() + self.last_survival_ll.sum()
         return -(time_ll + self.mark_ll.sum())
 
-    def protocol_nll_sum(self, compat: str) -> Tensor:
-        """The summed NLL a protocol trains on: ours (``default``) or Meta TPP's (``reference``)."""
-        return self.meta_tpp_nll_sum() if compat == "reference" else self.nll_sum()
+    def protocol_nll_sum(self, nll: str) -> Tensor:
+        """The summed NLL a protocol trains on (its ``nll``): ours or Meta TPP's (``meta_tpp``)."""
+        return self.meta_tpp_nll_sum() if nll == "meta_tpp" else self.nll_sum()
 
 
 def score_batch(model: EventModel, batch: dict[str, Tensor], time_eps: float = 0.0) -> EventScores:

@@ -1,10 +1,11 @@
 """NLL per event, RMSE of the mixture mean and mark accuracy, accumulated exactly over a split.
 
-``compat="default"``: NLL / number of predicted events; RMSE = sqrt(mean over predicted events of
-the squared error). ``compat="reference"`` reproduces Meta TPP: its NLL (each last interval scored
-by its survival, :mod:`.likelihood`) divided by every event including each sequence's unpredicted
-first one, and its ``MaskedRMSE``, which squares each sequence's SUM of errors before dividing by
-the number of events. ``nll_meta_tpp``, Meta TPP's NLL whatever the protocol, is reported too, so
+``nll="per_predicted_event"``: NLL / number of predicted events; ``rmse="per_event"``: sqrt(mean
+over predicted events of the squared error). ``"meta_tpp"`` reproduces Meta TPP (the ``reference``
+protocol's, :mod:`.protocol`): its NLL (each last interval scored by its survival,
+:mod:`.likelihood`) divided by every event including each sequence's unpredicted first one, and its
+``MaskedRMSE``, which squares each sequence's SUM of errors before dividing by the number of
+events. ``nll_meta_tpp``, Meta TPP's NLL whatever the protocol, is reported too, so
 that tables can set the paper's NLL beside the same quantity. Accuracy is in percent, as in the
 paper's tables.
 """
@@ -14,8 +15,6 @@ from __future__ import annotations
 import math
 
 from recurrent_attention.tasks.ef.likelihood import EventScores
-
-COMPAT = ("default", "reference")
 
 
 class EventTotals:
@@ -45,24 +44,18 @@ class EventTotals:
             self.correct += int(((scores.mark_pred == targets["marks"][:, 1:]) & target).sum())
             self.marked = True
 
-    def compute(self, compat: str = "default") -> dict[str, float]:
-        if compat not in COMPAT:
-            raise ValueError(f"task.compat={compat!r}: choose one of {COMPAT}")
+    def compute(self, nll: str = "per_predicted_event", rmse: str = "per_event") -> dict[str, float]:
+        """The split's metrics with the protocol's ``nll`` and ``rmse`` (``meta_tpp`` or ours)."""
         if self.n_predicted == 0:
             raise RuntimeError(
                 "no predicted events were accumulated (every sequence has fewer than 2 events?)"
             )
         meta_tpp_nll = self.meta_tpp_nll / self.n_events
-        if compat == "reference":
-            metrics = {
-                "nll": meta_tpp_nll,
-                "rmse": math.sqrt(self.squared_sequence_error / self.n_predicted),
-            }
-        else:
-            metrics = {
-                "nll": self.nll / self.n_predicted,
-                "rmse": math.sqrt(self.squared_error / self.n_predicted),
-            }
+        squared = self.squared_sequence_error if rmse == "meta_tpp" else self.squared_error
+        metrics = {
+            "nll": meta_tpp_nll if nll == "meta_tpp" else self.nll / self.n_predicted,
+            "rmse": math.sqrt(squared / self.n_predicted),
+        }
         metrics["nll_meta_tpp"] = meta_tpp_nll
         if self.marked:
             metrics["acc"] = 100.0 * self.correct / self.n_predicted

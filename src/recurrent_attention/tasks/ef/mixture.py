@@ -54,7 +54,7 @@ class LogNormalMixture:
         """Meta TPP's log survival: each component's CDF clamped to ``[low, 1 - low]``, then ``log(1 - cdf)``.
 
         The clamp changes values only; gradients are those of the unclamped CDF, as Meta TPP's
-        ``clamp_preserve_gradients`` does. Used where its NLL is reproduced (``compat=reference``).
+        ``clamp_preserve_gradients`` does. Used where its NLL is reproduced (the protocol's ``nll=meta_tpp``).
         """
         _, z = self._standardised(x)
         cdf = torch.special.ndtr(z)

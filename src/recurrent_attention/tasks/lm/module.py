@@ -6,8 +6,8 @@ Transformer baseline has ``carry_state=false`` and sees every segment on its own
 token NLLs of the window into one loss, and detaches the state at the end of the window: that is
 where back-propagation through time is truncated (``task.bptt_segments`` segments per window).
 Validation and test use one segment per item and report perplexity = exp(mean token NLL).
-``txl_init`` (the task's ``compat=reference``) re-initialises the whole language model by
-Transformer-XL's rules (:mod:`~recurrent_attention.tasks.lm.txl_init`).
+The protocol's ``txl_init`` (``reference``: :class:`~.protocol.LMProtocol`) re-initialises the
+whole language model by Transformer-XL's rules (:mod:`~recurrent_attention.tasks.lm.txl_init`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from recurrent_attention.models.base import Backbone, State
 from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
 from recurrent_attention.tasks.lm.head import LanguageModel
 from recurrent_attention.tasks.lm.metrics import NLLTotals
+from recurrent_attention.tasks.lm.protocol import DEFAULT, LMProtocol
 from recurrent_attention.tasks.lm.txl_init import transformer_xl_init
 
 
@@ -65,11 +66,11 @@ class LanguageModelModule(ExactEvaluationModule):
         cutoffs: Sequence[int] = (),
         dropout: float = 0.1,
         scheduler: SchedulerFactory | None = None,
-        txl_init: bool = False,
+        rules: LMProtocol = DEFAULT,
     ) -> None:
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="step")
         self.model = LanguageModel(backbone, vocab_size, cutoffs, dropout, absolute_positions)
-        if txl_init:
+        if rules.txl_init:
             transformer_xl_init(self.model)
         self.seg_len, self.carry_state = seg_len, carry_state
         self.states: dict[str, State | None] = {}

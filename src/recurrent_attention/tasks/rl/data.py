@@ -1,8 +1,8 @@
 """Offline trajectories as Decision Transformer training windows; evaluation episodes as the test split.
 
 Training (Chen et al.'s sampler): a trajectory is drawn with probability proportional to its
-length (``compat=default``; min-decision-transformer, the code the paper ran, draws uniformly:
-``compat=reference``), then
+length (``trajectory_sampling=length``; min-decision-transformer, the code the paper ran, draws
+uniformly: ``uniform``, the ``reference`` protocol's), then
 a window of ``context_len`` consecutive steps starting uniformly in ``[0, T - K]``; a trajectory
 shorter than ``K`` is taken whole and right-padded, with a mask. Right padding never reaches a
 valid token through a causal backbone, and the timestep embedding carries each step's position.
@@ -25,9 +25,8 @@ from torch.utils.data import DataLoader, Dataset, WeightedRandomSampler
 from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.tasks.base import loader_options, make_loader
 from recurrent_attention.tasks.rl.formats import Trajectory, read_trajectories
+from recurrent_attention.tasks.rl.protocol import DEFAULT, RLProtocol
 from recurrent_attention.tasks.rl.rollout import MODES
-
-COMPATS = ("default", "reference")
 
 
 def state_statistics(trajectories: list[Trajectory]) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +95,7 @@ class RLDataModule(L.LightningDataModule):
         context_len: int = 20,
         batch_size: int = 64,
         updates_per_epoch: int = 1000,
-        compat: str = "default",
+        rules: RLProtocol = DEFAULT,
         eval_modes: tuple[str, ...] = MODES,
         eval_episodes: int = 10,
         eval_seed: int = 0,
@@ -109,13 +108,11 @@ class RLDataModule(L.LightningDataModule):
         path: str | None = None,
     ) -> None:
         super().__init__()
-        if compat not in COMPATS:
-            raise ValueError(f"task.compat={compat!r}: choose one of {COMPATS}")
         if source is None and path is None:
             raise ValueError("this task has no registered data: set task.datamodule.path to a file or folder")
         self.source, self.path = source, path
         self.state_dim, self.act_dim, self.context_len = state_dim, act_dim, context_len
-        self.batch_size, self.updates_per_epoch, self.compat = batch_size, updates_per_epoch, compat
+        self.batch_size, self.updates_per_epoch, self.rules = batch_size, updates_per_epoch, rules
         self.jobs = evaluation_jobs(list(eval_modes), eval_episodes, eval_seed)
         self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.location = DataLocation(source, data_dir, mirror, download)
@@ -158,7 +155,7 @@ class RLDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         lengths = torch.tensor([len(t) for t in self.trajectories], dtype=torch.double)
-        weights = lengths if self.compat == "default" else torch.ones_like(lengths)
+        weights = lengths if self.rules.trajectory_sampling == "length" else torch.ones_like(lengths)
         sampler = WeightedRandomSampler(weights, self.updates_per_epoch * self.batch_size, replacement=True)
         return DataLoader(
             TrajectoryWindows(self.trajectories, self.context_len),

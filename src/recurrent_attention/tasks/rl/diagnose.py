@@ -9,7 +9,7 @@ evaluations included, with three differences, all recorded in its JSON:
 - every ``held_out_every``-th episode of the file is held out: never trained on, it measures the
   action error on trajectories the model has not seen (the state statistics are the training part's);
 - batch ``i`` is drawn from a generator seeded by ``(seed, i)`` alone (the datamodule's sampling:
-  trajectories uniform under ``compat=reference``, length-weighted otherwise; a uniform window in
+  trajectories drawn as the protocol says (``task.rules.trajectory_sampling``); a uniform window in
   each), so at one seed every backbone and learning rate sees the same windows in the same order,
   whatever its initialisation and dropout take from torch's generator;
 - every ``every`` updates, the action MSE in eval mode over every ``K``-step window of the held-out
@@ -174,7 +174,7 @@ class HeldOutData(RLDataModule):
             self.batch_size,
             self.n_batches,
             self.batch_seed,
-            uniform=self.compat == "reference",
+            uniform=self.rules.trajectory_sampling == "uniform",
         )
         return DataLoader(batches, batch_size=None, shuffle=False)
 
@@ -234,6 +234,7 @@ def diagnose(
     L.seed_everything(run.seed, verbose=False)
     options = OmegaConf.to_container(cfg.task.datamodule, resolve=True)
     options.pop("_target_")
+    options["rules"] = instantiate(cfg.task.datamodule.rules)
     data = HeldOutData(**options, held_out_every=held_out_every, batch_seed=run.seed, n_batches=updates)
     data.setup("fit")
     module = instantiate(cfg.task.module, backbone=instantiate(backbone_config(cfg.model)))

@@ -5,12 +5,12 @@ Test metrics, per rollout mode ``m`` (``window``, ``stream``, ``staggered``): ``
 ``return_std_m``, ``length_m``, ``env_steps_per_s_m`` (environment only) and ``ms_per_step_m``
 (one batched model step).
 
-``compat=reference`` trains as min-decision-transformer, the code the Aaren paper ran: it also plays
-the test episodes in window mode every ``periodic_eval_every`` updates (100 in min-DT's
-``train.py``) and after the last one, and reports the best of those scores, as min-DT prints its
-"max d4rl score": ``score_best_periodic`` (with ``step_best_periodic``), beside the last
-checkpoint's ``score_window``. :meth:`summary_extras` adds every episode's raw return and length,
-and every periodic evaluation, to ``summary.json``.
+Where the protocol says ``periodic_eval`` (``reference``: min-decision-transformer, the code the
+Aaren paper ran), it also plays the test episodes in window mode every ``periodic_eval_every``
+updates (100 in min-DT's ``train.py``) and after the last one, and reports the best of those
+scores, as min-DT prints its "max d4rl score": ``score_best_periodic`` (with
+``step_best_periodic``), beside the last checkpoint's ``score_window``. :meth:`summary_extras`
+adds every episode's raw return and length, and every periodic evaluation, to ``summary.json``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from recurrent_attention.models.base import Backbone
 from recurrent_attention.tasks.base import OptimizerFactory, SchedulerFactory, TaskModule
 from recurrent_attention.tasks.rl.env import env_spec, normalized_score
 from recurrent_attention.tasks.rl.head import DecisionTransformer
+from recurrent_attention.tasks.rl.protocol import DEFAULT, RLProtocol
 from recurrent_attention.tasks.rl.rollout import RolloutResult, run_episodes
 
 
@@ -55,7 +56,7 @@ class DecisionTransformerModule(TaskModule):
         rtg_scale: float = 1000.0,
         warmup_steps: int = 10000,
         scheduler: SchedulerFactory | None = None,
-        compat: str = "default",
+        rules: RLProtocol = DEFAULT,
         periodic_eval_every: int = 100,
     ) -> None:
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="step")
@@ -65,7 +66,7 @@ class DecisionTransformerModule(TaskModule):
         self.warmup_steps = warmup_steps
         if periodic_eval_every < 1:
             raise ValueError(f"task.periodic_eval_every={periodic_eval_every}: need updates >= 1")
-        self.periodic_eval_every = periodic_eval_every if compat == "reference" else 0
+        self.periodic_eval_every = periodic_eval_every if rules.periodic_eval else 0
         self.model = DecisionTransformer(backbone, state_dim, act_dim, max_episode_steps, rtg_scale)
         self.results: dict[str, list[RolloutResult]] = {}
         self.eval_seeds: list[int] = []
@@ -96,7 +97,7 @@ class DecisionTransformerModule(TaskModule):
         return loss
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """min-DT's periodic evaluation (``compat=reference``): every N updates and after the last."""
+        """min-DT's periodic evaluation (``rules.periodic_eval``): every N updates and after the last."""
         step = self.global_step
         last = step >= int(self.trainer.estimated_stepping_batches)
         if self.periodic_eval_every and (step % self.periodic_eval_every == 0 or last):

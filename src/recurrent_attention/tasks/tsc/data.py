@@ -27,9 +27,8 @@ from torch.utils.data import DataLoader, Dataset
 from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.data.reading import require_scalable
 from recurrent_attention.tasks.base import loader_options, make_loader
+from recurrent_attention.tasks.tsc.protocol import DEFAULT, TSCProtocol
 from recurrent_attention.tasks.tsc.tsformat import TSData, read_ts
-
-COMPATS = ("default", "reference")
 
 
 def interpolate_missing(case: np.ndarray) -> np.ndarray:
@@ -149,7 +148,7 @@ class TSCDataModule(L.LightningDataModule):
         val_fraction: float = 0.2,
         split_seed: int = 0,
         instance_norm: bool = False,
-        compat: str = "default",
+        rules: TSCProtocol = DEFAULT,
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
@@ -160,8 +159,6 @@ class TSCDataModule(L.LightningDataModule):
         test_path: str | None = None,
     ) -> None:
         super().__init__()
-        if compat not in COMPATS:
-            raise ValueError(f"task.compat={compat!r}: choose default or reference")
         if (train_path is None) != (test_path is None):
             raise ValueError("give both task.datamodule.train_path and test_path, or neither")
         self.source, self.train_path, self.test_path = source, train_path, test_path
@@ -169,7 +166,7 @@ class TSCDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.val_fraction, self.split_seed = val_fraction, split_seed
-        self.instance_norm, self.compat = instance_norm, compat
+        self.instance_norm, self.rules = instance_norm, rules
         self.location = DataLocation(source, data_dir, mirror, download)
         self.datasets: dict[str, ClassificationSet] = {}
         self.class_names: list[str] = []
@@ -213,7 +210,7 @@ class TSCDataModule(L.LightningDataModule):
         self.class_names = train.class_names
         train_cases = [interpolate_missing(case) for case in train.series]
         test_cases = [interpolate_missing(case) for case in test.series]
-        if self.compat == "reference":
+        if self.rules.validation == "test":
             fit_idx, val_idx = np.arange(len(train_cases)), None
         else:
             fit_idx, val_idx = stratified_split(train.labels, self.val_fraction, self.split_seed)
@@ -224,7 +221,7 @@ class TSCDataModule(L.LightningDataModule):
                     "cases, raise task.val_fraction, or train on all of them with task.compat=reference"
                 )
         scaler = Standardizer.fit([train_cases[i] for i in fit_idx], train_file)
-        test_scaler = Standardizer.fit(test_cases, test_file) if self.compat == "reference" else scaler
+        test_scaler = Standardizer.fit(test_cases, test_file) if self.rules.test_scaling == "own" else scaler
 
         def subset(indices: np.ndarray) -> ClassificationSet:
             cases = self._prepare([train_cases[i] for i in indices], scaler)
@@ -243,7 +240,7 @@ class TSCDataModule(L.LightningDataModule):
         return self._loader("train", shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
-        """The held-out part of TRAIN, or TEST under ``compat=reference`` (TSLib's epoch selection)."""
+        """The held-out part of TRAIN, or TEST where ``rules.validation=test`` (TSLib's epoch selection)."""
         return self._loader("val", shuffle=False)
 
     def test_dataloader(self) -> DataLoader:

@@ -11,16 +11,15 @@ from recurrent_attention.models.base import Backbone
 from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
 from recurrent_attention.tasks.tsc.head import Classifier
 from recurrent_attention.tasks.tsc.metrics import ClassificationTotals
+from recurrent_attention.tasks.tsc.protocol import DEFAULT, TSCProtocol
 from recurrent_attention.tasks.tsc.selection import TiesImprove
-
-COMPATS = ("default", "reference")
 
 
 class ClassificationModule(ExactEvaluationModule):
     """Logs ``val/acc``, ``val/loss`` per validation epoch and ``test/acc``, ``test/loss`` (acc in %).
 
-    Under ``compat="reference"`` it also logs ``val/tslib_improvements`` (:mod:`.selection`), the
-    metric the reference protocol monitors so that an equal accuracy counts as an improvement.
+    Where the protocol selects on ``val/tslib_improvements`` (``reference``) it also logs that
+    count (:mod:`.selection`), so that an equal accuracy counts as an improvement.
     """
 
     def __init__(
@@ -33,15 +32,13 @@ class ClassificationModule(ExactEvaluationModule):
         head: str = "flatten",
         dropout: float = 0.1,
         scheduler: SchedulerFactory | None = None,
-        compat: str = "default",
+        rules: TSCProtocol = DEFAULT,
         embedding: str = "linear",
     ) -> None:
         super().__init__(backbone, optimizer, scheduler, scheduler_interval="epoch")
-        if compat not in COMPATS:
-            raise ValueError(f"task.compat={compat!r}: choose default or reference")
         self.model = Classifier(backbone, n_channels, n_classes, max_len, head, dropout, embedding)
         self.totals = ClassificationTotals()
-        self.compat = compat
+        self.rules = rules
         self.selection = TiesImprove()
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
@@ -60,7 +57,7 @@ class ClassificationModule(ExactEvaluationModule):
 
     def end_split(self, stage: str) -> None:
         super().end_split(stage)
-        if stage == "val" and self.compat == "reference":
+        if stage == "val" and self.rules.selection_metric == "val/tslib_improvements":
             if not self.trainer.sanity_checking:
                 self.selection.update(self.totals.compute()["acc"])
             self.log("val/tslib_improvements", float(self.selection.improvements))

@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 from recurrent_attention.data import DataError, DataLocation
 from recurrent_attention.data.reading import reading, require_finite, require_scalable
 from recurrent_attention.tasks.base import loader_options, make_loader
+from recurrent_attention.tasks.tsf.protocol import DEFAULT, TSFProtocol
 from recurrent_attention.tasks.tsf.timefeatures import time_features
 
 SPLITS = ("train", "val", "test")
@@ -190,8 +191,8 @@ class ForecastWindows(Dataset):
 class TSFDataModule(L.LightningDataModule):
     """Windows of a registered CSV source, scaled with training statistics.
 
-    ``compat="reference"`` drops the last incomplete test batch as TSLib did until July 2024;
-    the default evaluates every test window.
+    ``rules`` is the protocol (:class:`TSFProtocol`): whether the last incomplete test batch is
+    dropped, as TSLib did until July 2024.
     """
 
     def __init__(
@@ -208,21 +209,19 @@ class TSFDataModule(L.LightningDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
-        compat: str = "default",
+        rules: TSFProtocol = DEFAULT,
         data_dir: str = "data",
         mirror: str | None = None,
         download: bool = True,
         path: str | None = None,
     ) -> None:
         super().__init__()
-        if compat not in ("default", "reference"):
-            raise ValueError(f"task.compat={compat!r}: choose default or reference")
         self.source, self.layout, self.path = source, layout, path
         self.seq_len, self.pred_len = seq_len, pred_len
         self.features, self.target, self.freq = features, target, freq
         self.n_channels, self.batch_size = n_channels, batch_size
         self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
-        self.compat, self.location = compat, DataLocation(source, data_dir, mirror, download)
+        self.rules, self.location = rules, DataLocation(source, data_dir, mirror, download)
         self.datasets: dict[str, ForecastWindows] = {}
         self.scaler: Standardizer | None = None
 
@@ -270,4 +269,4 @@ class TSFDataModule(L.LightningDataModule):
         return self._loader("val", shuffle=False, drop_last=False)
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False, drop_last=self.compat == "reference")
+        return self._loader("test", shuffle=False, drop_last=self.rules.drop_last_test_batch)

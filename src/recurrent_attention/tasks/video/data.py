@@ -5,7 +5,8 @@ and ``{"video": (V, 3, T, crop, crop), "y": label}`` for the test, with ``V = te
 views that the module combines. Every clip of the three splits is checked before training
 (:mod:`~recurrent_attention.tasks.video.scan`).
 
-``compat`` picks the evaluation protocol (the README and docs/video.md set them side by side):
+``rules`` (:class:`~.protocol.VideoProtocol`) is the evaluation protocol (the README and
+docs/video.md set them side by side):
 
 - ``default``: validation on the central temporal view, short side resized to the crop, centre
   crop (deterministic, so epochs compare); test views the same way; frame indices rounded.
@@ -33,10 +34,9 @@ from recurrent_attention.tasks.video.frames import (
     train_transform,
     window_indices,
 )
+from recurrent_attention.tasks.video.protocol import DEFAULT, VideoProtocol
 from recurrent_attention.tasks.video.release import PROTOCOLS, Clip, scan_release, split_clips
 from recurrent_attention.tasks.video.scan import scan_clips
-
-COMPATS = ("default", "reference")
 
 
 class ClipSet(Dataset):
@@ -116,12 +116,10 @@ class SmarthomeDataModule(L.LightningDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         persistent_workers: bool = False,
-        compat: str = "default",
+        rules: VideoProtocol = DEFAULT,
         scan_cache: str | None = None,
     ) -> None:
         super().__init__()
-        if compat not in COMPATS:
-            raise ValueError(f"task.compat={compat!r}: choose one of {COMPATS}")
         if protocol not in PROTOCOLS:
             raise ValueError(f"task.protocol={protocol!r}: choose one of {sorted(PROTOCOLS)}")
         if n_classes != len(PROTOCOLS[protocol].classes):
@@ -137,7 +135,7 @@ class SmarthomeDataModule(L.LightningDataModule):
             "std": list(std),
         }
         self.test_views, self.batch_size, self.eval_batch_size = test_views, batch_size, eval_batch_size
-        self.compat = compat
+        self.rules = rules
         self.loader_options = loader_options(num_workers, pin_memory, persistent_workers)
         self.scan_cache = None if scan_cache is None else Path(scan_cache).expanduser()
         self.datasets: dict[str, ClipSet] = {}
@@ -159,11 +157,12 @@ class SmarthomeDataModule(L.LightningDataModule):
                 )
         paths = [clip.path for items in splits.values() for clip, _ in items]
         lengths = scan_clips(paths, self.sampling["n_frames"], self.scan_cache)
-        reference = self.compat == "reference"
-        views = {"train": 0, "val": 0 if reference else 1, "test": self.test_views}
+        views = {"train": 0, "val": 0 if self.rules.val_view == "random" else 1, "test": self.test_views}
         evaluation = {
-            "eval_short_side": self.sampling["short_side"][0] if reference else None,
-            "truncate": reference,
+            "eval_short_side": self.sampling["short_side"][0]
+            if self.rules.eval_short_side == "short_side_min"
+            else None,
+            "truncate": self.rules.truncate_frame_indices,
         }
         self.datasets = {
             split: ClipSet(items, lengths, **self.sampling, views=views[split], **evaluation)

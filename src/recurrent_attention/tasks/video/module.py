@@ -6,10 +6,11 @@ head is applied to each. Training loss: cross-entropy on the last iteration
 (``iteration_loss=last``) or the mean over iterations (``mean``). Predictions come from the last
 iteration. Test clips carry several temporal views, combined by ``view_ensemble``
 (``max``, as PI-ViT; or ``mean``) over per-view scores: softmax probabilities by default; under
-``compat=reference`` the raw logits, max-combined into a zero-initialised buffer as PI-ViT's
-``TestMeter`` does (so a class whose every view scores below zero scores zero; the argmax can
-differ from the softmax one). Logged: ``mca``, ``acc`` (top-1) and ``loss`` (cross-entropy of the
-combined scores: renormalised probabilities, or the combined logits' softmax), all per split.
+``rules.view_scores=logits`` (the ``reference`` protocol) the raw logits, max-combined into a
+zero-initialised buffer as PI-ViT's ``TestMeter`` does (so a class whose every view scores below
+zero scores zero; the argmax can differ from the softmax one). Logged: ``mca``, ``acc`` (top-1)
+and ``loss`` (cross-entropy of the combined scores: renormalised probabilities, or the combined
+logits' softmax), all per split.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from torch import Tensor, nn
 from recurrent_attention.tasks.base import ExactEvaluationModule, OptimizerFactory, SchedulerFactory
 from recurrent_attention.tasks.video.encoders import VideoEncoder
 from recurrent_attention.tasks.video.metrics import VideoTotals
+from recurrent_attention.tasks.video.protocol import DEFAULT, VideoProtocol
 
 ITERATION_LOSSES = ("last", "mean")
 VIEW_ENSEMBLES = ("max", "mean")
-COMPATS = ("default", "reference")
 
 
 class VideoClassificationModule(ExactEvaluationModule):
@@ -37,7 +38,7 @@ class VideoClassificationModule(ExactEvaluationModule):
         iteration_loss: str = "mean",
         view_ensemble: str = "max",
         scheduler: SchedulerFactory | None = None,
-        compat: str = "default",
+        rules: VideoProtocol = DEFAULT,
     ) -> None:
         if not isinstance(backbone, VideoEncoder):
             raise ValueError("task=video/* needs a video model: model=timesformer or model=cr_vit")
@@ -46,10 +47,8 @@ class VideoClassificationModule(ExactEvaluationModule):
             raise ValueError(f"task.iteration_loss={iteration_loss!r}: choose one of {ITERATION_LOSSES}")
         if view_ensemble not in VIEW_ENSEMBLES:
             raise ValueError(f"task.view_ensemble={view_ensemble!r}: choose one of {VIEW_ENSEMBLES}")
-        if compat not in COMPATS:
-            raise ValueError(f"task.compat={compat!r}: choose one of {COMPATS}")
         self.n_classes, self.iteration_loss, self.view_ensemble = n_classes, iteration_loss, view_ensemble
-        self.on_logits = compat == "reference"
+        self.on_logits = rules.view_scores == "logits"
         self.head_dropout = nn.Dropout(head_dropout)
         self.head = nn.Linear(backbone.feature_dim, n_classes)
         nn.init.trunc_normal_(self.head.weight, std=0.02)
