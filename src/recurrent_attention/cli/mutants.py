@@ -71,8 +71,14 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "models/blocks.py": ("tests/models/test_backbone_contract.py", "tests/models/test_head_projections.py"),
     "models/base.py": ("tests/models/test_backbone_contract.py",),
     "models/ncgru.py": ("tests/models/test_gru_eq4.py", "tests/models/test_ncgru.py"),
-    "models/linear_attention.py": ("tests/models/test_linear_attention.py",),
-    "models/transformer_xl.py": ("tests/models/test_transformer_xl.py",),
+    "models/linear_attention.py": (
+        "tests/models/test_linear_attention.py",
+        "tests/models/test_config_defaults.py",
+    ),
+    "models/transformer_xl.py": (
+        "tests/models/test_transformer_xl.py",
+        "tests/models/test_config_defaults.py",
+    ),
     "ops/prefix_attention.py": ("tests/ops/test_prefix_attention.py", "tests/ops/test_attention_op.py"),
     "tasks/ef/likelihood.py": ("tests/tasks/ef/test_likelihood.py", "tests/tasks/ef/test_meta_tpp_nll.py"),
     "tasks/ef/mixture.py": ("tests/tasks/ef/test_mixture.py", "tests/tasks/ef/test_likelihood.py"),
