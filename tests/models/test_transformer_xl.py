@@ -3,6 +3,8 @@ past it. The contract within the memory (causality, step, carried state) is test
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -187,11 +189,17 @@ def test_a_norm_after_the_stack_only_for_pre_norm_blocks_unless_told(
     assert isinstance(model.norm, torch.nn.LayerNorm) is normed
 
 
-def test_without_memory_nothing_is_kept() -> None:
-    """``mem_len=0`` (the default): every segment alone, each layer's memory empty (B, 0, d_model)."""
-    model = TransformerXL(16, 2, 2, 32, dropout=0.0).eval()
-    _, state = model(torch.randn(2, 5, 16))
-    assert [m.shape for m in state] == [(2, 0, 16), (2, 0, 16)]
+@pytest.mark.parametrize("mem_len", [None, 1])
+def test_the_memory_keeps_the_last_mem_len_inputs_and_none_by_default(mem_len: int | None) -> None:
+    """``mem_len=0`` (the default): every segment alone, each layer's memory empty (B, 0, d_model);
+    ``mem_len=1``: the segment's last token, the first layer's being the input's."""
+    options = {} if mem_len is None else {"mem_len": mem_len}
+    model = TransformerXL(16, 2, 2, 32, dropout=0.0, **options).eval()
+    x = torch.randn(2, 5, 16)
+    _, state = model(x)
+    kept = mem_len or 0
+    assert model.mem_len == kept and [m.shape for m in state] == [(2, kept, 16), (2, kept, 16)]
+    torch.testing.assert_close(state[0], x[:, 5 - kept :])
 
 
 def test_a_segment_and_a_memory_longer_than_d_model_in_a_one_layer_stack() -> None:
@@ -213,7 +221,7 @@ def test_step_is_forward_on_one_token_with_its_reinjection() -> None:
     model = TransformerXL(8, 2, 2, 16, mem_len=4, dropout=0.0).double().eval()
     x, reinject = torch.randn(2, 3, 8, dtype=torch.float64), torch.randn(2, 3, 8, dtype=torch.float64)
     state = model.init_state(2)
-    assert [m.dtype for m in state] == [torch.float64] * 2
+    assert [(m.shape, m.dtype) for m in state] == [((2, 0, 8), torch.float64)] * 2
     expected, _ = model(x, model.init_state(2), reinject)
     for t in range(3):
         y_t, state = model.step(x[:, t], state, reinject[:, t])
@@ -225,3 +233,32 @@ def test_step_is_forward_on_one_token_with_its_reinjection() -> None:
     torch.testing.assert_close(out, whole[:, 0])
     torch.testing.assert_close(new_memory, whole_memory)
     assert layer.init_state(2).dtype == torch.float64
+
+
+def _defaults(cls: type) -> dict[str, object]:
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def test_the_defaults_are_the_documented_original() -> None:
+    """The module docstring's defaults: no memory, post-norm ReLU blocks, no q/k/v biases, the final
+    norm by the blocks' placement, relative positions with one dropout mask for all layers, no
+    attention dropout; the layer's options default to the stack's."""
+    stack = _defaults(TransformerXL)
+    assert stack == {
+        "mem_len": 0,
+        "dropout": 0.1,
+        "attn_dropout": 0.0,
+        "activation": "relu",
+        "norm_first": False,
+        "d_head": None,
+        "clamp_len": None,
+        "final_norm": None,
+        "qkv_bias": False,
+        "norm_eps": 1e-5,
+        "relative_positions": True,
+        "shared_position_dropout": True,
+    }
+    assert _defaults(RelativeAttention) == {
+        k: stack[k] for k in ("dropout", "attn_dropout", "clamp_len", "qkv_bias")
+    }
