@@ -165,3 +165,34 @@ def test_the_defaults_are_the_transformers_and_the_layer_takes_the_stacks() -> N
     assert {name: ours[name] for name in shared} == {name: transformer[name] for name in shared}
     layer = _defaults(LinearAttention)
     assert layer == {name: ours[name] for name in ("path", "chunk_size", "qkv_bias")}
+
+
+@pytest.mark.parametrize(("path", "chunk_size"), PATHS)
+@pytest.mark.parametrize("lead", [(), (2,), (2, 1, 3)], ids=["no_lead", "one_lead", "three_lead"])
+def test_the_forms_take_any_leading_dimensions(path: str, chunk_size: int, lead: tuple[int, ...]) -> None:
+    """``(..., N, d_head)`` as the forms' docstring says: no batch or head axes, one, or three, each
+    equal to the naive form, the state continuing it."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(*lead, 7, D, dtype=torch.float64, generator=g) for _ in range(3))
+    state = LinearState(
+        torch.zeros(*lead, D, D, dtype=torch.float64), torch.zeros(*lead, D, dtype=torch.float64)
+    )
+    head, state = FORMS[path](
+        feature_map(q[..., :3, :]), feature_map(k[..., :3, :]), v[..., :3, :], state, chunk_size
+    )
+    tail, state = FORMS[path](
+        feature_map(q[..., 3:, :]), feature_map(k[..., 3:, :]), v[..., 3:, :], state, chunk_size
+    )
+    torch.testing.assert_close(torch.cat([head, tail], dim=-2), naive(q, k, v), **TOL)
+    phi_k = F.elu(k) + 1
+    torch.testing.assert_close(state.s, phi_k.mT @ v, **TOL)
+    torch.testing.assert_close(state.z, phi_k.sum(-2), **TOL)
+
+
+@pytest.mark.parametrize(("path", "chunk_size"), PATHS)
+def test_an_empty_segment_returns_no_tokens_and_the_state_as_it_was(path: str, chunk_size: int) -> None:
+    q, k, v = tokens(0)
+    _, state = FORMS[path](*(t for t in tokens(3)), empty(), chunk_size)
+    out, after = FORMS[path](feature_map(q), feature_map(k), v, state, chunk_size)
+    assert out.shape == (B, H, 0, D)
+    assert torch.equal(after.s, state.s) and torch.equal(after.z, state.z)
