@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from recurrent_attention.cli.mutants import write_config
-from recurrent_attention.results.mutants import write_report
+from recurrent_attention.results.mutants import diff_lines, write_report
 
 
 def _line(operator: str, line: int, result: dict | None) -> str:
@@ -145,3 +145,10 @@ def test_config_filter_keeps_exactly_the_reduced_operators(tmp_path: Path) -> No
     assert not excluded.match("core/NumberReplacer")
     assert excluded.match("core/ReplaceBinaryOperator_Add_BitXor")
     assert excluded.match("core/ReplaceBinaryOperator_Add_Sub2")
+
+
+def test_a_mutant_of_the_last_line_without_a_newline_is_keyed_by_that_line() -> None:
+    """cosmic-ray's diff of a file's last line (no newline at the end) removes and adds a second, empty
+    line."""
+    diff = "--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n-    return f(-2)\n-\n+    return f(+2)\n+\n"
+    assert diff_lines(diff) == ("return f(-2)", "return f(+2)")

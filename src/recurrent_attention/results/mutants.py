@@ -68,14 +68,15 @@ class FileCounts:
 
 
 def diff_lines(diff: str | None) -> tuple[str, str]:
-    """The removed and the added line of a one-line unified diff, stripped ('' where none)."""
-    removed = added = ""
+    """The first removed and added line of a unified diff, stripped ('' where none): a mutant of a
+    file's last line without a newline adds a second, empty, pair."""
+    removed = added = None
     for text in (diff or "").splitlines():
-        if text.startswith("-") and not text.startswith("---"):
+        if removed is None and text.startswith("-") and not text.startswith("---"):
             removed = text[1:].strip()
-        elif text.startswith("+") and not text.startswith("+++"):
+        elif added is None and text.startswith("+") and not text.startswith("+++"):
             added = text[1:].strip()
-    return removed, added
+    return removed or "", added or ""
 
 
 def outcome_of(result: dict | None) -> str | None:
