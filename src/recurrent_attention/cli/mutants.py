@@ -99,10 +99,19 @@ OPERATORS = (
     r"ReplaceBreakWithContinue|ReplaceContinueWithBreak|NumberReplacer|ZeroIterationForLoop|RemoveDecorator",
 )
 
-# Functions not mutated, with why: a mutant there rebuilds the C++ kernels (minutes each) or only
-# changes a log line; what they decide is held by tests/ops/test_native.py.
+# Functions not mutated, with why: a mutant there rebuilds the C++ kernels (minutes each: the
+# flags, the CPU and the cache test make the build's name) or only changes a log line; what they
+# decide is held by tests/ops/test_native.py.
 NOT_MUTATED = {
-    "ops/native.py": {"build_note", "_put_ninja_on_path", "build_name", "extension"},
+    "ops/native.py": {
+        "build_note",
+        "_put_ninja_on_path",
+        "arch_flags",
+        "cpu_identity",
+        "build_name",
+        "built",
+        "extension",
+    },
 }
 
 
