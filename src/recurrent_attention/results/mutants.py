@@ -68,15 +68,15 @@ class FileCounts:
 
 
 def diff_lines(diff: str | None) -> tuple[str, str]:
-    """The first removed and added line of a unified diff, stripped ('' where none): a mutant of a
-    file's last line without a newline adds a second, empty, pair."""
-    removed = added = None
+    """The removed and the added line of a one-line unified diff, stripped ('' where none; empty lines
+    skipped: a mutant of a file's last line without a newline removes and adds an empty one too)."""
+    removed = added = ""
     for text in (diff or "").splitlines():
-        if removed is None and text.startswith("-") and not text.startswith("---"):
+        if text.startswith("-") and not text.startswith("---") and text[1:].strip():
             removed = text[1:].strip()
-        elif added is None and text.startswith("+") and not text.startswith("+++"):
+        elif text.startswith("+") and not text.startswith("+++") and text[1:].strip():
             added = text[1:].strip()
-    return removed or "", added or ""
+    return removed, added
 
 
 def outcome_of(result: dict | None) -> str | None:
