@@ -43,7 +43,7 @@ def test_python_defaults_are_the_config_values(path: Path) -> None:
     cls = get_class(model_config(path.stem).model._target_)
     defaults = {
         name: p.default
-        for klass in cls.__mro__
+        for klass in reversed(cls.__mro__)  # a subclass's default overrides its base's
         if "__init__" in vars(klass)
         for name, p in inspect.signature(klass.__init__).parameters.items()
         if p.default is not inspect.Parameter.empty

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from recurrent_attention.models.ncgru import EquationFourGRU, make_rnn
+from recurrent_attention.models.ncgru import GRU, NCGRU, EquationFourGRU, make_rnn
 
 # Hand-picked weights, rows per hidden unit: W_* (2 x 2 inputs), U_* (2 x 2), one bias per gate.
 W = {"r": [[0.1, 0.2], [-0.3, 0.4]], "u": [[0.5, -0.1], [0.2, 0.3]], "c": [[-0.2, 0.1], [0.4, -0.5]]}
@@ -77,3 +78,12 @@ def test_one_bias_per_gate_as_table_1_counts() -> None:
     count = sum(p.numel() for p in make_rnn("gru_eq4", d, d).parameters())
     assert count == 6 * d**2 + 3 * d
     assert sum(p.numel() for p in make_rnn("gru", d, d).parameters()) == 6 * d**2 + 6 * d
+
+
+def test_make_rnn_builds_the_cell_each_kind_names() -> None:
+    assert isinstance(make_rnn("gru", 3, 4), GRU)
+    assert isinstance(make_rnn("gru_eq4", 3, 4), EquationFourGRU)
+    assert isinstance(make_rnn("ncgru", 3, 4, inverse="exact"), NCGRU)
+    assert make_rnn("ncgru", 3, 4, inverse="exact").inverse == "exact"
+    with pytest.raises(ValueError, match=r"model.rnn=.lstm.: choose one of gru, gru_eq4, ncgru"):
+        make_rnn("lstm", 3, 4)

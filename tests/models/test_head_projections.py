@@ -5,6 +5,8 @@ projections of before had, and a state dict written in that older layout, brough
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,8 +14,8 @@ from torch import Tensor, nn
 
 from recurrent_attention.migration import migrate_state_dict
 from recurrent_attention.models.aaren import AarenAttention
-from recurrent_attention.models.blocks import HeadProjections
-from recurrent_attention.models.transformer import CausalSelfAttention
+from recurrent_attention.models.blocks import HeadProjections, LayerStack, QKVLinear, ResidualBlock
+from recurrent_attention.models.transformer import CausalSelfAttention, Transformer
 
 D_MODEL, HEADS, D_HEAD = 16, 4, 4
 
@@ -100,3 +102,31 @@ def test_a_partial_old_layout_is_refused_by_name() -> None:
     migrated = migrate_state_dict({k.removeprefix("proj."): v for k, v in state.items()})
     with pytest.raises(RuntimeError, match=r"(?s)Missing key\(s\).*qkv\.weight.*Unexpected key\(s\).*q_proj"):
         projections.load_state_dict(migrated)
+
+
+@pytest.mark.parametrize("lead", [(), (2,), (2, 3)], ids=["no_lead", "one_lead", "two_lead"])
+def test_heads_split_and_merge_with_any_leading_axes(lead: tuple[int, ...]) -> None:
+    """``(..., N, d_model)`` <-> ``(..., H, N, d_head)``: head h holds features h d_head .. (h + 1)
+    d_head - 1 of each token, by slicing, whatever the leading axes; merging feeds them back in order."""
+    projections = HeadProjections(D_MODEL, HEADS).double()
+    x = torch.randn(*lead, 5, D_MODEL, dtype=torch.float64)
+    heads = projections.split_heads(x)
+    by_hand = torch.stack([x[..., h * D_HEAD : (h + 1) * D_HEAD] for h in range(HEADS)], dim=-3)
+    assert torch.equal(heads, by_hand)
+    torch.testing.assert_close(projections.merge_heads(heads), projections.out_proj(x))
+
+
+def _defaults(cls: type) -> dict[str, object]:
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def test_the_shared_blocks_default_to_the_transformers_options() -> None:
+    """A stack or block built without an option is the Transformer's: post-norm, a final norm, eps
+    1e-5; the q/k/v projection has biases unless told (nn.Linear's default)."""
+    transformer = _defaults(Transformer)
+    stack = _defaults(LayerStack)
+    assert stack == {k: transformer[k] for k in ("activation", "norm_first", "final_norm", "norm_eps")}
+    assert _defaults(ResidualBlock) == {"norm_eps": transformer["norm_eps"]}
+    assert _defaults(HeadProjections) == {"qkv_bias": True} and _defaults(QKVLinear) == {"bias": True}
+    assert HeadProjections(D_MODEL, HEADS).qkv.bias is not None

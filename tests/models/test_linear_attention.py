@@ -10,11 +10,14 @@ backbone in ``conf/model`` by itself.
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from recurrent_attention.models.linear_attention import LinearAttention, LinearTransformer, feature_map
+from recurrent_attention.models.transformer import Transformer
 from recurrent_attention.ops.linear_forms import FORMS, LinearState
 
 EPS = 1e-6  # the reference implementation's (fast-transformers), written here, not imported
@@ -116,3 +119,80 @@ def test_the_layer_is_linear_attention_between_the_shared_projections() -> None:
 def test_bad_options_are_one_line_naming_the_key(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LinearTransformer(d_model=8, n_heads=2, n_layers=1, d_ff=16, **kwargs)
+
+
+def test_stepping_the_layer_token_by_token_is_the_naive_form() -> None:
+    """``step`` (one token of (B, d_model), the state carried) gives each token of the naive form."""
+    torch.manual_seed(1)
+    layer = LinearAttention(d_model=H * D, n_heads=H).double()
+    x = torch.randn(B, 6, H * D, dtype=torch.float64)
+    q, k, v = layer.proj.heads_qkv(x)
+    expected = layer.proj.merge_heads(naive(q, k, v))
+    state = layer.init_state(B)
+    for t in range(6):
+        y_t, state = layer.step(x[:, t], state)
+        torch.testing.assert_close(y_t, expected[:, t], **TOL)
+
+
+def test_the_empty_state_is_zeros_in_the_layers_dtype_unless_one_is_given() -> None:
+    layer = LinearAttention(d_model=H * D, n_heads=H).double()
+    for dtype, expected in ((None, torch.float64), (torch.float32, torch.float32)):
+        state = layer.init_state(B, dtype=dtype)
+        assert (state.s.dtype, state.z.dtype) == (expected, expected)
+        assert (state.s.shape, state.z.shape) == ((B, H, D, D), (B, H, D))
+        assert not state.s.any() and not state.z.any()
+
+
+@pytest.mark.parametrize("chunk_size", [0, -1, 2.0, True])
+def test_chunk_size_must_be_a_positive_integer(chunk_size: object) -> None:
+    """One token per chunk is the smallest; a float or a bool (an int in Python) is refused."""
+    with pytest.raises(ValueError, match=r"^model\.chunk_size="):
+        LinearAttention(d_model=8, n_heads=2, chunk_size=chunk_size)
+    assert LinearAttention(d_model=8, n_heads=2, chunk_size=1).chunk_size == 1
+
+
+def _defaults(cls: type) -> dict[str, object]:
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def test_the_defaults_are_the_transformers_and_the_layer_takes_the_stacks() -> None:
+    """Swapping the Transformer for linear attention in Python changes the mixer and nothing else:
+    every option the two stacks share has the same default, and the layer's are the stack's."""
+    ours, transformer = _defaults(LinearTransformer), _defaults(Transformer)
+    shared = ours.keys() & transformer.keys()
+    assert shared >= {"dropout", "activation", "norm_first", "final_norm", "qkv_bias", "norm_eps"}
+    assert {name: ours[name] for name in shared} == {name: transformer[name] for name in shared}
+    layer = _defaults(LinearAttention)
+    assert layer == {name: ours[name] for name in ("path", "chunk_size", "qkv_bias")}
+
+
+@pytest.mark.parametrize(("path", "chunk_size"), PATHS)
+@pytest.mark.parametrize("lead", [(), (2,), (2, 1, 3)], ids=["no_lead", "one_lead", "three_lead"])
+def test_the_forms_take_any_leading_dimensions(path: str, chunk_size: int, lead: tuple[int, ...]) -> None:
+    """``(..., N, d_head)`` as the forms' docstring says: no batch or head axes, one, or three, each
+    equal to the naive form, the state continuing it."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(*lead, 7, D, dtype=torch.float64, generator=g) for _ in range(3))
+    state = LinearState(
+        torch.zeros(*lead, D, D, dtype=torch.float64), torch.zeros(*lead, D, dtype=torch.float64)
+    )
+    head, state = FORMS[path](
+        feature_map(q[..., :3, :]), feature_map(k[..., :3, :]), v[..., :3, :], state, chunk_size
+    )
+    tail, state = FORMS[path](
+        feature_map(q[..., 3:, :]), feature_map(k[..., 3:, :]), v[..., 3:, :], state, chunk_size
+    )
+    torch.testing.assert_close(torch.cat([head, tail], dim=-2), naive(q, k, v), **TOL)
+    phi_k = F.elu(k) + 1
+    torch.testing.assert_close(state.s, phi_k.mT @ v, **TOL)
+    torch.testing.assert_close(state.z, phi_k.sum(-2), **TOL)
+
+
+@pytest.mark.parametrize(("path", "chunk_size"), PATHS)
+def test_an_empty_segment_returns_no_tokens_and_the_state_as_it_was(path: str, chunk_size: int) -> None:
+    q, k, v = tokens(0)
+    _, state = FORMS[path](*(t for t in tokens(3)), empty(), chunk_size)
+    out, after = FORMS[path](feature_map(q), feature_map(k), v, state, chunk_size)
+    assert out.shape == (B, H, 0, D)
+    assert torch.equal(after.s, state.s) and torch.equal(after.z, state.z)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils import flop_counter
 
-from recurrent_attention.models.ncgru import GRU, NCGRU, mod_relu, neumann_inverse
+from recurrent_attention.models.ncgru import GRU, NCGRU, EquationFourGRU, mod_relu, neumann_inverse
 
 
 def _orthogonality_error(W: torch.Tensor) -> float:
@@ -190,3 +190,82 @@ def test_the_neumann_refresh_sums_exactly_its_terms(terms: int) -> None:
     eye = torch.eye(5, dtype=torch.float64)
     by_hand = sum(torch.linalg.matrix_power(-A, k) for k in range(terms))
     torch.testing.assert_close(neumann_inverse(eye, eye + A, terms), by_hand, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("kept", "expected"),
+    [
+        (0.875, 1 - 0.125**4),  # ||I - M B||_F = 0.125 * 2 = 0.25 < 0.5: four terms of the series
+        (0.75, 1.0),  # 0.25 * 2 = 0.5, not below it: the exact inverse
+        (0.5, 1.0),  # 0.5 * 2 = 1: the exact inverse
+    ],
+)
+def test_the_refresh_takes_four_terms_below_half_a_residual_and_the_exact_inverse_from_there(
+    kept: float, expected: float
+) -> None:
+    """A = 0 (B = I) and a stored inverse M = c I, so the residual is (1 - c) I, of Frobenius norm
+    2 (1 - c) for d = 4, and the default four terms of the series give ``c sum_{k<4} (1 - c)^k =
+    1 - (1 - c)^4`` on the diagonal, by hand (every number is exact in binary). No config sets
+    ``neumann_terms``: four is what every NCGRU runs."""
+    cell = NCGRU(2, 4).double()
+    with torch.no_grad():
+        cell.skew.zero_()
+        cell.inverse_matrix.copy_(kept * torch.eye(4, dtype=torch.float64))
+    cell.refresh_inverse()
+    assert torch.equal(cell.inverse_matrix, expected * torch.eye(4, dtype=torch.float64))
+
+
+def test_the_inverse_is_refreshed_once_per_change_of_the_skew_parameter() -> None:
+    """The refresh runs at the first forward after A changed in place, not at every forward."""
+    torch.manual_seed(0)
+    cell = NCGRU(3, 8)
+    for _ in range(2):
+        with torch.no_grad():
+            cell.skew.add_(1e-3)  # what an optimiser step does
+        before = cell.inverse_matrix._version
+        cell.recurrent_matrix()
+        refreshed = cell.inverse_matrix._version
+        assert refreshed > before
+        cell.recurrent_matrix()
+        assert cell.inverse_matrix._version == refreshed
+
+
+def _assert_uniform(values: torch.Tensor, bound: float) -> None:
+    """Drawn from U(-bound, bound): none outside, and both ends reached within 5 % (thousands of draws)."""
+    assert values.numel() >= 1000
+    assert values.abs().max() <= bound
+    assert values.min() < -0.95 * bound and values.max() > 0.95 * bound
+
+
+@pytest.mark.parametrize("cell_class", [NCGRU, EquationFourGRU])
+def test_gate_and_candidate_weights_start_uniform_within_one_over_root_d(cell_class: type) -> None:
+    """PyTorch's GRU initialisation, U(-1/sqrt(d), 1/sqrt(d)) (d = 64: 1/8), for the W's, U_r, U_u,
+    the biases and (equation (4)'s) U_c; NCGRU's modReLU bias from U(-0.01, 0.01)."""
+    torch.manual_seed(0)
+    cell = cell_class(16, 64)
+    for p in (cell.input_proj.weight, cell.input_proj.bias.repeat(8), cell.gate_proj.weight):
+        _assert_uniform(p.detach(), 1 / 8)
+    if cell_class is EquationFourGRU:
+        _assert_uniform(cell.candidate_proj.weight.detach(), 1 / 8)
+    else:
+        _assert_uniform(cell.mod_bias.detach().repeat(16), 0.01)
+
+
+def test_the_skew_parameter_starts_as_its_strict_upper_triangle_with_std_half_over_root_d() -> None:
+    """A = P - P^T from P's strictly upper triangle, drawn N(0, (0.5 / sqrt(d))^2): every entry above the
+    diagonal nonzero, none on or below it, and the sample std within 5 % of 0.5 / 8 (d = 64: 2016 draws)."""
+    torch.manual_seed(0)
+    skew = NCGRU(3, 64).skew.detach()
+    upper = torch.ones(64, 64, dtype=torch.bool).triu(1)
+    assert (skew[upper] != 0).all() and (skew[~upper] == 0).all()
+    assert abs(skew[upper].std() / (0.5 / 8) - 1) < 0.05
+
+
+@pytest.mark.parametrize(("hidden", "fraction", "negative"), [(6, 0.5, 3), (7, 0.5, 4), (8, 0.25, 2)])
+def test_the_cayley_signs_are_minus_one_on_the_first_round_fraction_d_units(
+    hidden: int, fraction: float, negative: int
+) -> None:
+    """D's -1 entries: the first ``round(fraction d)`` (0.5 the default), then +1."""
+    cell = NCGRU(3, hidden) if fraction == 0.5 else NCGRU(3, hidden, negative_fraction=fraction)
+    expected = torch.cat([-torch.ones(negative), torch.ones(hidden - negative)])
+    assert torch.equal(cell.signs, expected)

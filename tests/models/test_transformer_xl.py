@@ -3,10 +3,17 @@ past it. The contract within the memory (causality, step, carried state) is test
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
-from recurrent_attention.models.transformer_xl import RelativeAttention, TransformerXL, rel_shift
+from recurrent_attention.models.transformer_xl import (
+    RelativeAttention,
+    TransformerXL,
+    rel_shift,
+    relative_sinusoids,
+)
 
 
 def _model(mem_len: int = 16, n_layers: int = 2) -> TransformerXL:
@@ -139,3 +146,119 @@ def test_one_positional_dropout_mask_serves_every_layer(shared: bool) -> None:
             assert torch.allclose(layer_input[layer_input != 0], 2 * encodings[layer_input != 0])
             assert (layer_input == 0).sum() > (encodings == 0).sum()  # dropout did drop
         assert all(torch.equal(layer_input, seen[0]) for layer_input in seen) is shared
+
+
+def test_relative_sinusoids_are_the_distances_n_minus_one_down_to_zero_clamped() -> None:
+    """Row i encodes distance ``n - 1 - i`` (sin half, cos half); ``clamp_len`` caps the distance."""
+    table = relative_sinusoids(5, 8, None, torch.device("cpu"))
+    torch.testing.assert_close(table, torch.stack([_sinusoid(d, 8) for d in (4, 3, 2, 1, 0)]))
+    clamped = relative_sinusoids(5, 8, 2, torch.device("cpu"))
+    torch.testing.assert_close(clamped, torch.stack([_sinusoid(d, 8) for d in (2, 2, 2, 1, 0)]))
+
+
+def test_the_layers_are_transformer_xls_without_biases_and_its_position_biases_drawn_n_0_002() -> None:
+    """Transformer-XL's code: ``qkv_net``, ``r_net`` and ``o_net`` without biases, ``r_w_bias`` and
+    ``r_r_bias`` shared by the layers and drawn N(0, 0.02^2) (its ``init_std``; 512 draws each, the
+    sample std within 10 %); a post-norm stack with no norm after it."""
+    torch.manual_seed(0)
+    model = TransformerXL(d_model=64, n_heads=8, n_layers=2, d_ff=32)
+    for block in model.blocks:
+        mixer = block.mixer
+        assert [(name, p.shape) for name, p in mixer.named_parameters()] == [
+            ("r_w_bias", (8, 8)),
+            ("r_r_bias", (8, 8)),
+            ("qkv.weight", (192, 64)),
+            ("r_net.weight", (64, 64)),
+            ("out.weight", (64, 64)),
+        ]
+        assert mixer.r_w_bias is model.blocks[0].mixer.r_w_bias
+    big = TransformerXL(d_model=512, n_heads=8, n_layers=1, d_ff=32).blocks[0].mixer
+    for bias in (big.r_w_bias, big.r_r_bias):
+        assert abs(bias.std().item() / 0.02 - 1) < 0.1
+    assert not model.blocks[0].norm_first and isinstance(model.norm, torch.nn.Identity)
+
+
+@pytest.mark.parametrize(
+    ("norm_first", "final_norm", "normed"),
+    [(False, None, False), (True, None, True), (False, True, True), (True, False, False)],
+)
+def test_a_norm_after_the_stack_only_for_pre_norm_blocks_unless_told(
+    norm_first: bool, final_norm: bool | None, normed: bool
+) -> None:
+    model = TransformerXL(16, 2, 1, 32, norm_first=norm_first, final_norm=final_norm)
+    assert isinstance(model.norm, torch.nn.LayerNorm) is normed
+
+
+@pytest.mark.parametrize("mem_len", [None, 1])
+def test_the_memory_keeps_the_last_mem_len_inputs_and_none_by_default(mem_len: int | None) -> None:
+    """``mem_len=0`` (the default): every segment alone, each layer's memory empty (B, 0, d_model);
+    ``mem_len=1``: the segment's last token, the first layer's being the input's."""
+    options = {} if mem_len is None else {"mem_len": mem_len}
+    model = TransformerXL(16, 2, 2, 32, dropout=0.0, **options).eval()
+    x = torch.randn(2, 5, 16)
+    _, state = model(x)
+    kept = mem_len or 0
+    assert model.mem_len == kept and [m.shape for m in state] == [(2, kept, 16), (2, kept, 16)]
+    torch.testing.assert_close(state[0], x[:, 5 - kept :])
+
+
+def test_a_segment_and_a_memory_longer_than_d_model_in_a_one_layer_stack() -> None:
+    """Distances up to memory + segment - 1 (here 23, over d_model = 8): the shared table covers them
+    all, and carrying a state in a one-layer stack reads that layer's memory."""
+    torch.manual_seed(0)
+    model = TransformerXL(8, 2, 1, 16, mem_len=12, dropout=0.0).double().eval()
+    x = torch.randn(2, 24, 8, dtype=torch.float64)
+    whole, _ = model(x)
+    _, state = model(x[:, :12])
+    rest, _ = model(x[:, 12:], state)
+    torch.testing.assert_close(rest, whole[:, 12:])
+
+
+def test_step_is_forward_on_one_token_with_its_reinjection() -> None:
+    """The stack's and a layer's ``step`` (B, d_model) -> (B, d_model): forward on a one-token segment
+    of a batch of two, the reinjected tensor at that token too; the empty state in the model's dtype."""
+    torch.manual_seed(0)
+    model = TransformerXL(8, 2, 2, 16, mem_len=4, dropout=0.0).double().eval()
+    x, reinject = torch.randn(2, 3, 8, dtype=torch.float64), torch.randn(2, 3, 8, dtype=torch.float64)
+    state = model.init_state(2)
+    assert [(m.shape, m.dtype) for m in state] == [((2, 0, 8), torch.float64)] * 2
+    expected, _ = model(x, model.init_state(2), reinject)
+    for t in range(3):
+        y_t, state = model.step(x[:, t], state, reinject[:, t])
+        torch.testing.assert_close(y_t, expected[:, t])
+    layer = model.blocks[0].mixer
+    memory = torch.randn(2, 2, 8, dtype=torch.float64)
+    out, new_memory = layer.step(x[:, 0], memory)
+    whole, whole_memory = layer(x[:, :1], memory)
+    torch.testing.assert_close(out, whole[:, 0])
+    torch.testing.assert_close(new_memory, whole_memory)
+    assert layer.init_state(2).dtype == torch.float64
+
+
+def _defaults(cls: type) -> dict[str, object]:
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def test_the_defaults_are_the_documented_original() -> None:
+    """The module docstring's defaults: no memory, post-norm ReLU blocks, no q/k/v biases, the final
+    norm by the blocks' placement, relative positions with one dropout mask for all layers, no
+    attention dropout; the layer's options default to the stack's."""
+    stack = _defaults(TransformerXL)
+    assert stack == {
+        "mem_len": 0,
+        "dropout": 0.1,
+        "attn_dropout": 0.0,
+        "activation": "relu",
+        "norm_first": False,
+        "d_head": None,
+        "clamp_len": None,
+        "final_norm": None,
+        "qkv_bias": False,
+        "norm_eps": 1e-5,
+        "relative_positions": True,
+        "shared_position_dropout": True,
+    }
+    assert _defaults(RelativeAttention) == {
+        k: stack[k] for k in ("dropout", "attn_dropout", "clamp_len", "qkv_bias")
+    }

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from recurrent_attention.cli.mutants_server import third_party_modules
-from recurrent_attention.results.mutants import read_dump, read_equivalents, write_report
+from recurrent_attention.results.mutants import git_blob, read_dump, read_equivalents, write_report
 
 ROOT = Path(__file__).resolve().parents[3]
 PKG = "src/recurrent_attention"
@@ -71,8 +71,14 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "models/blocks.py": ("tests/models/test_backbone_contract.py", "tests/models/test_head_projections.py"),
     "models/base.py": ("tests/models/test_backbone_contract.py",),
     "models/ncgru.py": ("tests/models/test_gru_eq4.py", "tests/models/test_ncgru.py"),
-    "models/linear_attention.py": ("tests/models/test_linear_attention.py",),
-    "models/transformer_xl.py": ("tests/models/test_transformer_xl.py",),
+    "models/linear_attention.py": (
+        "tests/models/test_linear_attention.py",
+        "tests/models/test_config_defaults.py",
+    ),
+    "models/transformer_xl.py": (
+        "tests/models/test_transformer_xl.py",
+        "tests/models/test_config_defaults.py",
+    ),
     "ops/prefix_attention.py": ("tests/ops/test_prefix_attention.py", "tests/ops/test_attention_op.py"),
     "tasks/ef/likelihood.py": ("tests/tasks/ef/test_likelihood.py", "tests/tasks/ef/test_meta_tpp_nll.py"),
     "tasks/ef/mixture.py": ("tests/tasks/ef/test_mixture.py", "tests/tasks/ef/test_likelihood.py"),
@@ -93,10 +99,19 @@ OPERATORS = (
     r"ReplaceBreakWithContinue|ReplaceContinueWithBreak|NumberReplacer|ZeroIterationForLoop|RemoveDecorator",
 )
 
-# Functions not mutated, with why: a mutant there rebuilds the C++ kernels (minutes each) or only
-# changes a log line; what they decide is held by tests/ops/test_native.py.
+# Functions not mutated, with why: a mutant there rebuilds the C++ kernels (minutes each: the
+# flags, the CPU and the cache test make the build's name) or only changes a log line; what they
+# decide is held by tests/ops/test_native.py.
 NOT_MUTATED = {
-    "ops/native.py": {"build_note", "_put_ninja_on_path", "build_name", "extension"},
+    "ops/native.py": {
+        "build_note",
+        "_put_ninja_on_path",
+        "arch_flags",
+        "cpu_identity",
+        "build_name",
+        "built",
+        "extension",
+    },
 }
 
 
@@ -175,6 +190,28 @@ def skip_definitions(session: Path, target: str) -> None:
                 )
 
 
+def source_record(target: str) -> tuple[str, str]:
+    """What a session mutates: the commit that holds it (HEAD, or ``uncommitted`` where the checkout's
+    file differs from HEAD's: no commit holds the text that ran) and git's hash of the file."""
+    path = f"{PKG}/{target}"
+    blob = subprocess.run(
+        ["git", "hash-object", path], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return (head if git_blob(ROOT, "HEAD", path) == blob else "uncommitted"), blob
+
+
+def recorded_source(session: Path) -> tuple[str, str] | None:
+    """The ``(commit, blob)`` a session was started on (``<slug>.source``), None where not recorded."""
+    record = session.with_suffix(".source")
+    if not record.exists():
+        return None
+    commit, blob = record.read_text().split()
+    return commit, blob
+
+
 def baseline_seconds(python: str, tree: Path, tests: tuple[str, ...]) -> float | None:
     """Seconds the unmutated tests take through the server; None (and why, printed) where they fail."""
     start = time.monotonic()
@@ -227,8 +264,16 @@ def run_target(target: str, python: str, tree: Path, sessions: Path, retest: boo
         subprocess.run([sys.executable, "-c", filters, str(partial), str(config)], cwd=tree, check=True)
         skip_definitions(partial, target)
         partial.rename(session)
+        session.with_suffix(".source").write_text(" ".join(source_record(target)) + "\n")
         print(f"{target}: baseline {seconds:.0f} s, per-mutant timeout {timeout} s", flush=True)
     else:
+        recorded = recorded_source(session)
+        if recorded is None or recorded[1] != source_record(target)[1]:
+            ran_at = recorded[0][:12] if recorded else "an unrecorded commit"
+            print(
+                f"{target}: stale, its session ran on another text (at {ran_at}): delete {session} to rerun"
+            )
+            return
         timeout = round(float(re.search(r"^timeout = (\S+)$", config.read_text(), re.M)[1])) - 60
         write_config(config, target, test_command(python, tests, timeout), timeout + 60)
         if retest:
@@ -256,15 +301,6 @@ def dump(session: Path) -> None:
     session.with_suffix(".jsonl").write_text(out)
 
 
-def commit_of_checkout() -> str:
-    """HEAD's short hash, with ``-dirty`` where tracked files differ from it (they are what was copied)."""
-    head = subprocess.run(
-        ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
-    ).stdout.strip()
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT, check=False).returncode != 0
-    return f"{head or 'unknown'}{'-dirty' if dirty else ''}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -284,8 +320,6 @@ def main(argv: list[str] | None = None) -> int:
     targets = [t for t in TARGETS if not args.only or any(part in t for part in args.only)]
     if not args.report_only:
         sync_tree(tree)
-        with (WORK / "commits.txt").open("a") as log:  # the commits the sessions ran at, for the report
-            log.write(f"{commit_of_checkout()}\n")
         # the kernels' first build (minutes) happens here once, not inside a mutant's timeout
         subprocess.run(
             [args.python, "scripts/build_kernels.py"],
@@ -305,10 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     for target in targets:
         if (sessions / f"{slug(target)}.sqlite").exists():
             dump(sessions / f"{slug(target)}.sqlite")
-    runs = WORK / "commits.txt"
-    commits = list(dict.fromkeys(runs.read_text().split())) if runs.exists() else [commit_of_checkout()]
     dumps = {target: sessions / f"{slug(target)}.jsonl" for target in TARGETS}
-    rows = write_report(dumps, ROOT / "results" / "mutants", ", ".join(commits), "make mutants")
+    recorded = {target: recorded_source(sessions / f"{slug(target)}.sqlite") for target in TARGETS}
+    commits = {target: record[0] for target, record in recorded.items() if record}
+    rows = write_report(dumps, ROOT / "results" / "mutants", "make mutants", ROOT, commits, PKG)
     for row in rows:
         print(f"{row.file}: {row.mutants} mutants, {row.survived} survived, {row.pending} pending")
     return 0
