@@ -288,6 +288,16 @@ def test_each_checkout_builds_into_its_own_cache_folder(tmp_path, monkeypatch) -
     assert names[0] != native.build_name(["-O2"])
 
 
+def test_a_header_change_rebuilds(tmp_path, monkeypatch) -> None:
+    """The sources include csrc/native.h: a change to it alone (a class's members) must not load a
+    build of the old header."""
+    before = native.build_name(["-O3"])
+    header = tmp_path / "native.h"
+    header.write_text(native.HEADERS[0].read_text() + "// one more line\n")
+    monkeypatch.setattr(native, "HEADERS", [header])
+    assert native.build_name(["-O3"]) != before
+
+
 def test_the_build_line_says_what_it_does_and_the_measured_time() -> None:
     """The line once promised "about a minute" for a build that took 2m58s on a busy 2-core machine:
     it now names the files and the measured CPU time, and divides it by the cores ninja can use."""

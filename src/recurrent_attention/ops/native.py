@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 SWITCH = "RA_NATIVE_KERNELS"
 NAME = "recurrent_attention_native"
 SOURCES = sorted(Path(__file__).with_name("csrc").glob("*.cpp"))
+HEADERS = sorted(Path(__file__).with_name("csrc").glob("*.h"))
+"""Hashed with the sources into the build's name (:func:`build_name`): a header change rebuilds too."""
 # CPU time of a cold build, measured (torch 2.13, g++ -O3, 4 files: 108.6 s user + 6.8 s sys; each file
 # ~30 s, the link under a second). Its wall time is this over the free cores: 207 s on a 2-core
 # machine busy with other work, so the log line says the estimate for the cores it has.
@@ -103,7 +105,7 @@ def build_name(flags: list[str]) -> str:
     rebuilds when the sources' paths change, so one shared name made every venv, and every checkout
     of the same sources, rebuild over the others' build."""
     digest = hashlib.sha256()
-    for source in SOURCES:
+    for source in (*SOURCES, *HEADERS):
         digest.update(source.read_bytes())
     digest.update(repr((str(SOURCES[0].parent), flags, sys.prefix, sys.version, torch.__version__)).encode())
     if ARCH_FLAG in flags:

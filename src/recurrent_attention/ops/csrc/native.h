@@ -3,6 +3,7 @@
 
 #include <torch/extension.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -21,6 +22,8 @@ cumulative_attention(const torch::Tensor& scores, const torch::Tensor& values,
 std::tuple<torch::Tensor, std::optional<torch::Tensor>> value_score_projection(
     const torch::Tensor& query, const torch::Tensor& qkv_weight, const std::optional<torch::Tensor>& qkv_bias,
     int64_t n_heads);
+
+class BufferPool;  // stack_step.cpp: memory for what a step returns, kept from step to step
 
 // A layer stack's eval step for a (batch, d_model) token through every block (models.blocks.LayerStack's
 // step in eval mode without gradients, deploy.lean's layout) for a mixer with a constant-size state:
@@ -66,6 +69,7 @@ class StackStepper {
   c10::ScalarType dtype_ = c10::ScalarType::Float;
   std::vector<torch::Tensor> sources_;
   std::vector<int64_t> versions_;
+  std::shared_ptr<BufferPool> pool_;
 };
 
 }  // namespace recurrent_attention

@@ -17,8 +17,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <mutex>
+#include <utility>
 
 // Fused multiply-adds (a * b + c rounded once) in this file only: ops/native.py builds every kernel
 // with -ffp-contract=off so that the training kernels' results do not depend on which loop, vector or
@@ -313,6 +317,64 @@ void for_rows(int64_t rows, const F& body) {
 
 }  // namespace
 
+// Memory for the state a step returns and for its scratch, kept for the next step. A stream replaces
+// its state every token, and allocating it afresh each time is not free: at batch 64 linear
+// attention's S is 1 MB a layer, and glibc hands the memory it frees at the top of its heap back to
+// the system, so the next step's buffers came back as page faults (~45 a step measured, ~0.3 ms of
+// a ~0.7 ms step). A buffer returns to the pool only when the tensor holding it is freed, so a state
+// the caller still holds (to branch a stream, to compare) is never written over; at most `limit`
+// free buffers are kept, the rest go back to the allocator.
+class BufferPool {
+ public:
+  explicit BufferPool(size_t limit) : limit_(limit) {}
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+  ~BufferPool() {
+    for (const auto& kept : free_) std::free(kept.second);
+  }
+
+  // `bytes` (a whole number of 64-byte lines) aligned to 64 bytes, a kept buffer of that size if any.
+  void* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // the most recently freed first: its lines are the likeliest still in cache
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it) {
+        if (it->first == bytes) {
+          void* data = it->second;
+          free_.erase(std::next(it).base());
+          return data;
+        }
+      }
+    }
+    void* data = std::aligned_alloc(64, bytes);
+    TORCH_CHECK(data != nullptr, "StackStepper: out of memory for ", bytes, " bytes");
+    return data;
+  }
+
+  void give_back(void* data, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.size() < limit_) {
+      free_.emplace_back(bytes, data);
+    } else {
+      std::free(data);
+    }
+  }
+
+  // An uninitialised tensor of `sizes` whose memory comes from `pool` and goes back to it when freed
+  // (the deleter holds the pool, so a tensor may outlive the stepper).
+  static Tensor empty(const std::shared_ptr<BufferPool>& pool, at::IntArrayRef sizes, const at::TensorOptions& options) {
+    const size_t used = static_cast<size_t>(c10::multiply_integers(sizes)) * options.dtype().itemsize();
+    const size_t bytes = (used + 63) / 64 * 64 + (used == 0 ? 64 : 0);
+    return at::from_blob(
+        pool->take(bytes), sizes, [pool, bytes](void* data) { pool->give_back(data, bytes); }, options);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<size_t, void*>> free_;
+  const size_t limit_;
+};
+
 struct StackStepper::Block {
   Packed mix, out, ff_in, ff_out;
   Tensor mix_weight, mix_bias, out_weight, out_bias, ff_in_weight, ff_in_bias, ff_out_weight, ff_out_bias;
@@ -356,6 +418,8 @@ StackStepper::StackStepper(const std::string& mixer, std::vector<Tensor> weights
   }
   versions_.reserve(sources_.size());
   for (const Tensor& source : sources_) versions_.push_back(source._version());
+  // a step's next state, the one before it (freed as the next step starts) and a scratch buffer
+  pool_ = std::make_shared<BufferPool>(2 * (linear_ ? 2 : 3) * blocks_.size() + 2);
 }
 
 StackStepper::~StackStepper() = default;
@@ -393,7 +457,7 @@ std::tuple<Tensor, std::vector<Tensor>> StackStepper::step(const Tensor& token,
                 "StackStepper.step: state tensor ", i, " has ", state[i].numel(), " values of ",
                 state[i].scalar_type(), ", not ", batch * row_sizes[i % parts], " of ", dtype_);
     inputs.push_back(state[i].contiguous());
-    next.push_back(at::empty(state[i].sizes(), state[i].options()));
+    next.push_back(BufferPool::empty(pool_, state[i].sizes(), state[i].options()));
   }
   Tensor x = token.clone(at::MemoryFormat::Contiguous);  // the residual stream, then the output
   AT_DISPATCH_FLOATING_TYPES(dtype_, "stack_step", [&] { run<scalar_t>(x, inputs, next); });
@@ -407,9 +471,9 @@ void StackStepper::run(Tensor& x_tensor, const std::vector<Tensor>& inputs, cons
   const int64_t width = first.mix.out, d_ff = first.ff_in.out;
   // per row: h (d_model), projected (width), attended (d_model), mixed (d_model), hidden (d_ff)
   const int64_t row = 3 * d_model + width + d_ff;
-  std::unique_ptr<T[]> scratch(new T[batch * row]);
+  const Tensor scratch = BufferPool::empty(pool_, {batch * row}, x_tensor.options());
   T* const x = x_tensor.data_ptr<T>();
-  T *const h = scratch.get(), *const projected = h + batch * d_model, *const attended = projected + batch * width;
+  T *const h = scratch.data_ptr<T>(), *const projected = h + batch * d_model, *const attended = projected + batch * width;
   T *const mixed = attended + batch * d_model, *const hidden = mixed + batch * d_model;
   const bool raw = batch <= raw_rows_;
   // y (batch, m.out) = b + x W, by rows on the packed weights or as one ATen sgemm
