@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from recurrent_attention.deploy.onnx_aaren import OnnxStream, export_onnx, lane_state, lane_step, scan_state
-from recurrent_attention.deploy.onnx_io import onnx_session
+from recurrent_attention.deploy.onnx_io import denormals_flushed, onnx_session
 from recurrent_attention.deploy.onnx_state import OnnxStep, state_names
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.ops import ScanState
@@ -113,3 +113,35 @@ def test_one_row_streams_run_without_prepacking_or_memory_reuse(exported) -> Non
     assert one.get_session_config_entry("session.disable_prepacking") == "1"
     assert not one.enable_mem_reuse
     assert many.enable_mem_reuse
+
+
+@needs_onnx
+@pytest.mark.parametrize("flushed_before", [False, True])
+def test_a_push_flushes_denormals_while_onnxruntime_runs_and_then_leaves_the_flag_as_it_was(
+    exported, flushed_before: bool
+) -> None:
+    """Denormals met in a session's thrown-away lanes made some sessions ~1.5x slower
+    (deploy.onnx_io.run_flushing_denormals); flushing them must not leak into the thread's later
+    torch and numpy work, nor switch off a flag the caller had set."""
+    model, path = exported
+    torch.set_flush_denormal(flushed_before)
+    try:
+        stream = OnnxStream(path, model.init_state(1))
+        during = []
+        run = stream.session.run_with_iobinding
+
+        class Recording:  # onnxruntime's session does not take new attributes: a stand-in around it
+            def __getattr__(self, name: str) -> object:
+                return getattr(stream.session, name)
+
+            def run_with_iobinding(self, binding: object) -> None:
+                during.append(denormals_flushed())
+                run(binding)
+
+        stream.session = Recording()
+        stream.push(np.ones((1, D_MODEL), np.float32))
+        assert during == [True]
+        assert denormals_flushed() == flushed_before
+        assert (torch.tensor([1e-39]) * 1.0).item() == (0.0 if flushed_before else pytest.approx(1e-39))
+    finally:
+        torch.set_flush_denormal(False)
