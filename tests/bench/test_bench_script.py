@@ -225,3 +225,33 @@ def test_the_family_stream_table_gives_per_unit_per_token_and_ratios(bench_scrip
     _, _, rl, video = bench_script.family_stream_table(rows).splitlines()
     assert rl == "| rl | u (3) | 600 | 300 | 450 | 200.0 | 100.0 | 150.0 | 0.500x | 0.750x | 1.500x |"
     assert video == "| video | u (17) | n/a | 170 | 340 | n/a | 10.0 | 20.0 |  |  | 2.000x |"
+
+
+def test_a_missed_linear_step_target_names_the_floor_when_the_models_work_is_past_it(bench_script) -> None:
+    """Linear attention's step does more matmul work than Aaren's (its query projection) and carries
+    a larger state: where the two models' FLOP ratio is already over 1.2x, the missed row says so,
+    with both ratios; under it, or without a roofline, a missed row is a plain MISSED."""
+    steps = [{**r, "batch": b} for r in _step_rows(linear=True) for b in (1, 64)]
+    flops = {
+        ("aaren", 1): 100,
+        ("linear_attention", 1): 121,
+        ("aaren", 64): 100,
+        ("linear_attention", 64): 110,
+    }
+    roofline = [
+        {"model": m, "batch": b, "n": 128, "flops": f, "multiple": 1.0} for (m, b), f in flops.items()
+    ]
+    report = {"steps": steps, "operator": [], "training": [], "roofline": roofline}
+    rows = [row for row in bench_script.targets_table(report).splitlines() if "linear attention step" in row]
+    assert rows == [
+        "| linear attention step / Aaren step, batch 1 (median over the N) <= 1.2x | 1.600x | "
+        "MISSED (under its floor: linear attention's step does 1.210x Aaren's matmul work, "
+        "the query projection that Aaren's learned query folds away, and carries a 11x larger state, "
+        "read and written every token) |",
+        "| linear attention step / Aaren step, batch 64 (median over the N) <= 1.2x | 1.600x | MISSED |",
+    ]
+    without = bench_script.targets_table({**report, "roofline": []})
+    assert (
+        "| linear attention step / Aaren step, batch 1 (median over the N) <= 1.2x | 1.600x | MISSED |"
+        in without
+    )

@@ -9,7 +9,8 @@ machine allows, whatever the machine: 1.0 is the limit, 2.0 twice it.
 
 What the bound leaves out, on purpose: element-wise work (layer norms, exponentials, the
 ``(m, u, w)`` update) counts no FLOPs, since a matmul-shaped bound is what a step of these sizes
-is measured against; and bytes written, which are few (one token's outputs and a constant state).
+is measured against; and bytes written: one token's outputs and a constant state, few for Aaren;
+linear attention's ``(S, z)`` is 2.1 MB at batch 64 (d_model 128), where its FLOP time is the larger.
 FLOPs are counted, not assumed: :func:`step_flops` runs the model's own ``step`` (the math, in
 ``models/``) under PyTorch's :class:`~torch.utils.flop_counter.FlopCounterMode`, so a deployed
 form of the same step (lean, compiled, ONNX) is held to the same work.
