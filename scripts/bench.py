@@ -35,6 +35,7 @@ import os
 import shlex
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -59,6 +60,7 @@ from recurrent_attention.bench.training import (
     training_timings,
 )
 from recurrent_attention.bench.training import as_rows as training_rows
+from recurrent_attention.deploy import fast_stepper
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models.linear_attention import LinearTransformer
 from recurrent_attention.ops import native
@@ -122,6 +124,40 @@ def step_table(rows: list[dict]) -> str:
 
 
 _EXTRA_STEPS = ("transformer_onnx", "aaren_onnx", "linear_attention_onnx", "transformer_cat")
+
+BF16 = "_bf16"
+"""The suffix of a step timed with bfloat16 matrices (``fast_stepper(model, bf16_weights=True)``)."""
+
+
+def bf16_variants(models: dict) -> dict:
+    """Aaren's and linear attention's compiled steps with bfloat16 matrices, an option beside float32:
+    ``step_timings``'s variants (timed on the same tokens and states as the float32 steps)."""
+    return {
+        f"{name}{BF16}": (name, partial(fast_stepper, bf16_weights=True))
+        for name in ("aaren", "linear_attention")
+        if name in models
+    }
+
+
+def bf16_table(rows: list[dict]) -> str:
+    """Each model's step with float32 and with bfloat16 matrices, by batch and N; empty without them."""
+    cell = {(r["model"], r["batch"], r["n"]): r["us_per_token"] for r in rows}
+    keys = sorted({(b, n) for (m, b, n) in cell if m.endswith(BF16)})
+    if not keys:
+        return ""
+    lines = [
+        "| batch | N | Aaren µs | Aaren bf16 µs | bf16 / float32 | linear attention µs "
+        "| linear attention bf16 µs | bf16 / float32 | bf16: linear attention / Aaren |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for batch, n in keys:
+        a, a16 = cell.get(("aaren", batch, n)), cell.get((f"aaren{BF16}", batch, n))
+        lin, lin16 = cell.get(("linear_attention", batch, n)), cell.get((f"linear_attention{BF16}", batch, n))
+        lines.append(
+            f"| {batch} | {n} | {_us(a)} | {_us(a16)} | {_ratio(a16, a)} | {_us(lin)} | {_us(lin16)} | "
+            f"{_ratio(lin16, lin)} | {_ratio(lin16, a16)} |"
+        )
+    return "\n".join(lines)
 
 
 def _rates(rows: list[dict]) -> str:
@@ -590,11 +626,18 @@ def main(argv: list[str] | None = None) -> int:
         steps, roofline = [], []
         if "steps" not in args.skip:
             timings = step_timings(
-                models, args.contexts, args.batches, exported, progress=progress, rounds=args.rounds
+                models,
+                args.contexts,
+                args.batches,
+                exported,
+                progress=progress,
+                rounds=args.rounds,
+                variants=bf16_variants(models),
             )
             steps = step_rows(timings)
             progress("roofline: sgemm rate, read rates, FLOPs per step")
-            roofline = bound_rows(models, steps)
+            # the bound counts float32 weights: the bfloat16 steps have a table of their own
+            roofline = bound_rows(models, [r for r in steps if not r["model"].endswith(BF16)])
         stream = []
         if "stream" not in args.skip:
             specs = stream_specs(models, arguments, files, args.stream_tokens)
@@ -657,6 +700,13 @@ def main(argv: list[str] | None = None) -> int:
             "exported step (`deploy/onnx_linear.py`: `S` and `z` one tensor per layer), with a "
             f"constant state `(S, z)` per layer like Aaren's `(m, u, w)`. Parameters: {report['params']}.",
             step_table(steps) if steps else "(skipped)",
+            "## bfloat16 weights (an option)",
+            "The compiled steps with their matrices rounded to bfloat16 (`fast_stepper(model, "
+            "bf16_weights=True)`: half the bytes a token reads; activations, layer norms, biases and the "
+            "state in float32; tested equal to the model's step with its matrices rounded, "
+            "tests/deploy/test_compiled.py), timed beside the float32 steps above. Not the default and "
+            "not in the targets.",
+            bf16_table(steps) or "(skipped)",
             "## Each step against this machine's bound",
             "The least time a step could take here: the larger of its FLOPs (matmul FLOPs the model's "
             "own `step` runs, counted by PyTorch's FlopCounterMode) at this run's fp32 sgemm rate "

@@ -255,3 +255,15 @@ def test_a_missed_linear_step_target_names_the_floor_when_the_models_work_is_pas
         "| linear attention step / Aaren step, batch 1 (median over the N) <= 1.2x | 1.600x | MISSED |"
         in without
     )
+
+
+def test_the_bf16_table_sets_each_models_bf16_step_beside_its_float32_one(bench_script) -> None:
+    """bfloat16 over float32 per model, and the two bfloat16 steps against each other; no bfloat16
+    rows (an older report, or ``--skip steps``): no table."""
+    cells = {"aaren": 40.0, "aaren_bf16": 20.0, "linear_attention": 60.0, "linear_attention_bf16": 24.0}
+    rows = [{"model": m, "batch": 1, "n": 128, "us_per_token": us} for m, us in cells.items()]
+    header, _, row = bench_script.bf16_table(rows).splitlines()
+    assert header.startswith("| batch | N | Aaren µs | Aaren bf16 µs |")
+    assert row == "| 1 | 128 | 40 | 20 | 0.500x | 60 | 24 | 0.400x | 1.200x |"
+    assert bench_script.bf16_table([r for r in rows if "bf16" not in r["model"]]) == ""
+    assert set(bench_script.bf16_variants({"aaren": None, "transformer": None})) == {"aaren_bf16"}

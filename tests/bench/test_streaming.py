@@ -76,3 +76,32 @@ def test_exported_steps_start_from_their_models_state(tmp_path) -> None:
     assert (
         by_model["transformer_onnx"].state_bytes == by_model["transformer"].state_bytes == 2 * 2 * 8 * 16 * 4
     )
+
+
+def test_a_variant_is_timed_on_its_models_tokens_and_state() -> None:
+    """Another deployed step of a model (bfloat16 matrices in ``make bench``) gets a row per cell
+    beside the model's, with the model's state size, and runs the step it was made with."""
+    models = {
+        "transformer": Transformer(16, 4, 1, 32, dropout=0.0),
+        "aaren": Aaren(16, 4, 1, 32, dropout=0.0),
+    }
+    made = []
+
+    def make(model):
+        made.append(model)
+        return model
+
+    rows = step_timings(
+        models,
+        contexts=[8],
+        batches=[2],
+        max_steps=60,
+        rounds=1,
+        budget_s=0.05,
+        variants={"aaren_own_step": ("aaren", make)},
+    )
+    by_model = {r.model: r for r in rows}
+    assert set(by_model) == {"transformer", "transformer_cat", "aaren", "aaren_own_step"}
+    assert made == [models["aaren"]]
+    assert by_model["aaren_own_step"].us_per_token > 0
+    assert by_model["aaren_own_step"].state_bytes == by_model["aaren"].state_bytes

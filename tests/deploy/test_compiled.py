@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from recurrent_attention.deploy import CompiledStepper, LeanStepper
+from recurrent_attention.deploy import CompiledStepper, LeanStepper, fast_stepper
 from recurrent_attention.models import Aaren, Transformer
 from recurrent_attention.models.linear_attention import LinearTransformer
 from tests.helpers.backbones import assert_states_close
@@ -135,6 +135,41 @@ def test_a_stream_steps_in_the_memory_of_its_freed_states() -> None:
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     assert stepper._compiled is not None
     assert faults < 20, f"{faults} page faults in 20 steps"
+
+
+@pytest.mark.parametrize("model_class", [Aaren, LinearTransformer])
+def test_bf16_weights_are_the_model_step_with_its_matrices_rounded(model_class: type) -> None:
+    """bfloat16 matrices, widened to float32 as the loops load them (1 row), against ATen's sgemm on
+    the same matrices rounded and kept in float32 (3 rows past ``raw_rows``: an independent reading
+    of the rounding) to float32 precision; against the model's own float32 step to bfloat16's, and
+    not equal to it (the rounding is applied)."""
+    require_native()
+    torch.manual_seed(0)
+    model = model_class(**SIZES).eval()
+    x = torch.randn(20, 3, SIZES["d_model"])
+    own, _ = stream(model.step, x, model.init_state(3))
+    loops, _ = stream(CompiledStepper(model, raw_rows=4, bf16_weights=True).step, x, model.init_state(3))
+    sgemm, _ = stream(CompiledStepper(model, raw_rows=1, bf16_weights=True).step, x, model.init_state(3))
+    torch.testing.assert_close(loops, sgemm, rtol=1e-5, atol=1e-5)
+    error = (loops - own).norm() / own.norm()
+    assert 1e-5 < error < 1e-2, error
+
+
+def test_bf16_weights_only_where_the_compiled_step_runs() -> None:
+    """A float64 model steps on its own weights (the lean step: no bfloat16 for it), and a model
+    without a compiled step is refused rather than stepped in float32 unasked."""
+    require_native()
+    torch.manual_seed(0)
+    model = Aaren(**SIZES).double().eval()
+    stepper = fast_stepper(model, bf16_weights=True)
+    x = torch.randn(5, 2, SIZES["d_model"], dtype=torch.float64)
+    torch.testing.assert_close(
+        stream(stepper.step, x, model.init_state(2, dtype=torch.float64))[0],
+        stream(model.step, x, model.init_state(2, dtype=torch.float64))[0],
+        **TOLERANCE[torch.float64],
+    )
+    with pytest.raises(ValueError, match="bf16_weights: only the compiled step"):
+        fast_stepper(Transformer(**SIZES), bf16_weights=True)
 
 
 def test_compiled_step_declines_under_grad() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from recurrent_attention.deploy import fast_stepper
+from recurrent_attention.deploy import Stepper, fast_stepper
 from recurrent_attention.deploy.kv_cache import with_capacity
 from recurrent_attention.deploy.onnx_aaren import OnnxStream, export_onnx
 from recurrent_attention.deploy.onnx_linear import OnnxLinearStream, export_linear_onnx
@@ -178,6 +178,7 @@ def step_timings(
     progress: Callable[[str], None] | None = None,
     rounds: int = 3,
     budget_s: float = 0.7,
+    variants: dict[str, tuple[str, Callable[[Backbone], Stepper]]] | None = None,
 ) -> list[StepTiming]:
     """µs per token (fastest step) of every model's deployed step
     (:func:`~recurrent_attention.deploy.fast_stepper`) and of exported steps, at each (batch, N).
@@ -189,11 +190,23 @@ def step_timings(
     :func:`fastest_seconds_per_step`. The whole grid is timed ``rounds`` times, ``budget_s`` per
     runner each time, and the fastest round kept: a disturbance on a shared machine lasting
     seconds then spoils one round of one cell, not the figure (one N once read 35 % slow).
+    ``variants`` maps a name to ``(model name, make)``: another deployed step of that model
+    (``make(model)``, e.g. :func:`~recurrent_attention.deploy.fast_stepper` with bfloat16 weights),
+    timed on the same tokens from the same state.
     """
     fastest: dict[tuple[str, int, int], StepTiming] = {}
     for round_index in range(rounds):
         for timing in _one_round(
-            models, contexts, batches, exported, max_state_bytes, max_steps, budget_s, round_index, progress
+            models,
+            contexts,
+            batches,
+            exported,
+            max_state_bytes,
+            max_steps,
+            budget_s,
+            round_index,
+            progress,
+            variants or {},
         ):
             key = (timing.model, timing.batch, timing.n)
             kept = fastest.get(key)
@@ -212,9 +225,11 @@ def _one_round(
     budget_s: float,
     round_index: int,
     progress: Callable[[str], None] | None,
+    variants: dict[str, tuple[str, Callable[[Backbone], Stepper]]],
 ) -> list[StepTiming]:
     results = []
     steppers = {name: fast_stepper(model) for name, model in models.items()}
+    steppers |= {name: make(models[model_name]) for name, (model_name, make) in variants.items()}
     for batch in batches:
         gen = torch.Generator().manual_seed(batch)
         for n in contexts:
@@ -238,6 +253,12 @@ def _one_round(
                     sizes[f"{name}_cat"] = nbytes
                     state = [with_capacity(*c.tokens(), n + len(tokens)) for c in state]
                 runners[name], sizes[name] = Runner(steppers[name].step, tokens, state), nbytes
+                for variant, (model_name, _) in variants.items():
+                    if model_name == name:
+                        runners[variant], sizes[variant] = (
+                            Runner(steppers[variant].step, tokens, state),
+                            nbytes,
+                        )
                 for export_name, (model_name, start) in (exported or {}).items():
                     if model_name == name:
                         # An exported cache attends to all its slots (the unused ones masked): its

@@ -39,14 +39,22 @@ class Stepper(Protocol):
     def step(self, x_t: Tensor, state: State) -> tuple[Tensor, State]: ...
 
 
-def fast_stepper(model: Backbone) -> Stepper:
+def fast_stepper(model: Backbone, bf16_weights: bool = False) -> Stepper:
     """``model``'s fastest eager step: the compiled one for Aaren and linear attention (where their
     activation is one the compiled step implements), the lean one for a stack of attention mixers
     that have one, and otherwise the model itself. Each falls back to the model's own step outside
-    eval/no-grad."""
+    eval/no-grad. ``bf16_weights``: the compiled step's matrices in bfloat16 (:class:`CompiledStepper`);
+    a ``ValueError`` for a model without a compiled step, rather than float32 weights unasked."""
+    if bf16_weights and not has_compiled_step(model):
+        raise ValueError(
+            f"bf16_weights: only the compiled step (Aaren, linear attention) has bfloat16 weights, "
+            f"not {type(model).__name__}'s: call fast_stepper without it"
+        )
     if not has_lean_step(model):
         return model
-    return CompiledStepper(model) if has_compiled_step(model) else LeanStepper(model)
+    return (
+        CompiledStepper(model, bf16_weights=bf16_weights) if has_compiled_step(model) else LeanStepper(model)
+    )
 
 
 __all__ = ["CompiledStepper", "LeanMixerStepper", "LeanStepper", "Stepper", "fast_stepper"]

@@ -102,12 +102,19 @@ def has_compiled_step(model: nn.Module) -> bool:
 class CompiledStepper(LeanStepper):
     """:class:`LeanStepper` for a stack of Aaren or linear-attention layers, taking the compiled step
     where it applies (CPU float32/float64 ``(B, d_model)`` tokens in eval mode without gradients, the
-    kernels built, no ``reinject``). ``raw_rows``: see :data:`RAW_ROWS` (tests set it to reach both forms)."""
+    kernels built, no ``reinject``). ``raw_rows``: see :data:`RAW_ROWS` (tests set it to reach both forms).
 
-    def __init__(self, model: LayerStack, raw_rows: int = RAW_ROWS) -> None:
+    ``bf16_weights`` (float32 models): the compiled step's matrices rounded to bfloat16, half the
+    bytes a token reads, which is what a one-row step waits for; activations, layer norms, biases and
+    the state stay float32, so the step is the model's with its matrices rounded (relative error
+    ~1e-3 on each output). An option beside float32, never the default: where the compiled step does
+    not apply, the Python lean step runs on the float32 weights."""
+
+    def __init__(self, model: LayerStack, raw_rows: int = RAW_ROWS, bf16_weights: bool = False) -> None:
         self.mixer = compiled_mixer(model)
         self.gelu = compiled_gelu(model)
         self.raw_rows = raw_rows
+        self.bf16_weights = bf16_weights
         super().__init__(model)
         self._compiled: object | None = None
 
@@ -152,6 +159,7 @@ class CompiledStepper(LeanStepper):
             or torch.jit.is_tracing()
             or x_t.dim() != 2
             or x_t.dtype != dtype
+            or (self.bf16_weights and dtype != torch.float32)  # bfloat16 matrices for float32 models only
         ):
             return None
         if any(part.dtype != dtype for layer in state for part in layer):
@@ -190,4 +198,5 @@ class CompiledStepper(LeanStepper):
             self.mixer.eps,
             list(layout.parameters),
             self.raw_rows,
+            "bfloat16" if self.bf16_weights else "float32",
         )

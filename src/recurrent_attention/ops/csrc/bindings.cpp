@@ -12,10 +12,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       m, "StackStepper", "A layer stack's eval step through every block (Aaren or linear attention), on laid-out weights")
       .def(py::init<const std::string&, std::vector<torch::Tensor>, std::vector<double>, bool, bool,
                     std::optional<torch::Tensor>, std::optional<torch::Tensor>, double, int64_t, int64_t, double,
-                    std::vector<torch::Tensor>, int64_t>(),
+                    std::vector<torch::Tensor>, int64_t, const std::string&>(),
            py::arg("mixer"), py::arg("weights"), py::arg("eps"), py::arg("norm_first"), py::arg("gelu"),
            py::arg("final_weight"), py::arg("final_bias"), py::arg("final_eps"), py::arg("heads"), py::arg("d_head"),
-           py::arg("mixer_eps"), py::arg("sources"), py::arg("raw_rows"))
+           py::arg("mixer_eps"), py::arg("sources"), py::arg("raw_rows"), py::arg("weight_format") = "float32")
       .def(
           "try_step",
           // The state goes in as the model holds it (a list of one tuple of tensors per block) and comes

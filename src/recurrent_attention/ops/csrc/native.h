@@ -35,12 +35,15 @@ class BufferPool;  // stack_step.cpp: memory for what a step returns, kept from 
 // per block the two layer norms' epsilons. ``sources`` are the parameters the weights were laid out
 // from: their version counters are read at construction. Up to ``raw_rows`` rows the matrix
 // products are loops on packed weights, past it ATen's sgemm (stack_step.cpp says why).
+// ``weight_format`` "bfloat16" (float32 models): the four matrices of each block rounded to bfloat16,
+// half the bytes a token reads; "float32" keeps the weights' own dtype.
 class StackStepper {
  public:
   StackStepper(const std::string& mixer, std::vector<torch::Tensor> weights, std::vector<double> eps,
                bool norm_first, bool gelu, std::optional<torch::Tensor> final_weight,
                std::optional<torch::Tensor> final_bias, double final_eps, int64_t heads, int64_t d_head,
-               double mixer_eps, std::vector<torch::Tensor> sources, int64_t raw_rows);
+               double mixer_eps, std::vector<torch::Tensor> sources, int64_t raw_rows,
+               const std::string& weight_format);
   StackStepper(const StackStepper&) = delete;
   StackStepper& operator=(const StackStepper&) = delete;
   ~StackStepper();

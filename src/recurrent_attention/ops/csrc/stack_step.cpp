@@ -22,6 +22,7 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 // Fused multiply-adds (a * b + c rounded once) in this file only: ops/native.py builds every kernel
@@ -79,23 +80,38 @@ inline void store(T* p, const typename Simd<T>::V& v) {
 // A weight (in, out) laid out for gemv: out padded to whole vectors, then cut into column panels
 // of kPanelVectors vectors (the last may be narrower), each stored whole (in x width) one after
 // the other, so the panel starting at column c starts at element in * c. The bias, padded alike.
+// `bf16`: the panels hold the weights rounded to bfloat16 (to nearest even), half the bytes a token
+// reads, each row's vectors in pairs with their values interleaved (a panel of an odd number of
+// vectors gets a zero one): a 32-bit word holds a column of the pair's first vector in its low half
+// and one of its second in its high half, and as a bfloat16 is a float's upper 16 bits, one shift
+// and one mask widen a loaded vector of words to the two float vectors (gemv_panel_bf16).
 struct Packed {
   Tensor panels, bias;
   int64_t in = 0, out = 0, padded = 0;
+  bool bf16 = false;
 };
 
-Packed pack(const Tensor& weight_t, const Tensor& bias) {
+Packed pack(const Tensor& weight_t, const Tensor& bias, bool bf16) {
   const int64_t in = weight_t.size(0), out = weight_t.size(1);
   const int64_t lanes = kVectorBytes / weight_t.element_size(), width = kPanelVectors * lanes;
   const int64_t padded = (out + lanes - 1) / lanes * lanes;
   Tensor full = at::zeros({in, padded}, weight_t.options());
   full.narrow(1, 0, out).copy_(weight_t);
   std::vector<Tensor> panels;
-  for (int64_t c = 0; c < padded; c += width) panels.push_back(full.narrow(1, c, std::min(width, padded - c)).flatten());
+  for (int64_t c = 0; c < padded; c += width) {
+    Tensor panel = full.narrow(1, c, std::min(width, padded - c));
+    if (bf16) {
+      const int64_t vectors = panel.size(1) / lanes, pairs = (vectors + 1) / 2;
+      if (vectors % 2) panel = at::cat({panel, at::zeros({in, lanes}, panel.options())}, 1);
+      panel = panel.reshape({in, pairs, 2, lanes}).transpose(2, 3).to(at::kBFloat16);
+    }
+    panels.push_back(panel.flatten());
+  }
   Tensor padded_bias = at::zeros({padded}, bias.options());
   padded_bias.narrow(0, 0, out).copy_(bias);
-  return {at::cat(panels), padded_bias, in, out, padded};
+  return {at::cat(panels), padded_bias, in, out, padded, bf16};
 }
+
 
 // y (kVectors * lanes) = bias + x W over one panel: the accumulators stay in registers and the
 // panel is read once, front to back.
@@ -126,28 +142,81 @@ inline void gemv_panel(const T* x, const T* panel, const T* bias, int64_t in, T*
   }
 }
 
-// y (out) = bias + x (in) W for one row, on packed weights.
-template <typename T>
-void gemv(const Packed& m, const T* x, T* y) {
+// gemv_panel on a bfloat16 panel of interleaved pairs (Packed): per row, a vector of 32-bit words
+// gives two float vectors, the low halves shifted up and the high halves masked.
+template <int kVectors>
+inline void gemv_panel_bf16(const float* x, const uint16_t* panel, const float* bias, int64_t in, float* y) {
+  using V = Simd<float>::V;
+  typedef uint32_t Word __attribute__((vector_size(kVectorBytes)));
+  constexpr int64_t lanes = kLanes<float>, pairs = (kVectors + 1) / 2;
+  V acc[2 * pairs];
+  for (int k = 0; k < kVectors; ++k) acc[k] = load(bias + k * lanes);
+  for (int k = kVectors; k < 2 * pairs; ++k) acc[k] = V{};
+  for (int64_t i = 0; i < in; ++i) {
+    const V xi = V{} + x[i];
+    const uint16_t* w = panel + i * 2 * pairs * lanes;
+    for (int pair = 0; pair < pairs; ++pair) {
+      Word word;
+      std::memcpy(&word, w + 2 * pair * lanes, sizeof(word));
+      const Word low = word << 16, high = word & 0xFFFF0000u;
+      V first, second;
+      std::memcpy(&first, &low, sizeof(first));
+      std::memcpy(&second, &high, sizeof(second));
+      acc[2 * pair] += xi * first;
+      acc[2 * pair + 1] += xi * second;
+    }
+  }
+  for (int k = 0; k < kVectors; ++k) store(y + k * lanes, acc[k]);
+}
+
+// y (out) = bias + x (in) W for one row, on panels of weights of type W (T, or bfloat16 bits).
+template <typename T, typename W>
+void gemv_panels(const Packed& m, const W* panels, const T* x, T* y) {
   constexpr int64_t lanes = kLanes<T>, width = kPanelVectors * lanes;
-  const T *panels = m.panels.data_ptr<T>(), *bias = m.bias.data_ptr<T>();
+  const T* bias = m.bias.data_ptr<T>();
   alignas(64) T tail[width];
   for (int64_t c = 0; c < m.padded; c += width) {
     const int64_t vectors = std::min(width, m.padded - c) / lanes;
     T* dst = c + vectors * lanes <= m.out ? y + c : tail;  // the last panel's padding goes to tail
-    const T* panel = panels + m.in * c;
-    switch (vectors) {
-      case 8: gemv_panel<T, 8>(x, panel, bias + c, m.in, dst); break;
-      case 7: gemv_panel<T, 7>(x, panel, bias + c, m.in, dst); break;
-      case 6: gemv_panel<T, 6>(x, panel, bias + c, m.in, dst); break;
-      case 5: gemv_panel<T, 5>(x, panel, bias + c, m.in, dst); break;
-      case 4: gemv_panel<T, 4>(x, panel, bias + c, m.in, dst); break;
-      case 3: gemv_panel<T, 3>(x, panel, bias + c, m.in, dst); break;
-      case 2: gemv_panel<T, 2>(x, panel, bias + c, m.in, dst); break;
-      default: gemv_panel<T, 1>(x, panel, bias + c, m.in, dst); break;
+    const W* panel = panels + m.in * c;
+    if constexpr (std::is_same_v<W, uint16_t>) {
+      switch (vectors) {
+        case 8: gemv_panel_bf16<8>(x, panel, bias + c, m.in, dst); break;
+        case 7: gemv_panel_bf16<7>(x, panel, bias + c, m.in, dst); break;
+        case 6: gemv_panel_bf16<6>(x, panel, bias + c, m.in, dst); break;
+        case 5: gemv_panel_bf16<5>(x, panel, bias + c, m.in, dst); break;
+        case 4: gemv_panel_bf16<4>(x, panel, bias + c, m.in, dst); break;
+        case 3: gemv_panel_bf16<3>(x, panel, bias + c, m.in, dst); break;
+        case 2: gemv_panel_bf16<2>(x, panel, bias + c, m.in, dst); break;
+        default: gemv_panel_bf16<1>(x, panel, bias + c, m.in, dst); break;
+      }
+    } else {
+      switch (vectors) {
+        case 8: gemv_panel<T, 8>(x, panel, bias + c, m.in, dst); break;
+        case 7: gemv_panel<T, 7>(x, panel, bias + c, m.in, dst); break;
+        case 6: gemv_panel<T, 6>(x, panel, bias + c, m.in, dst); break;
+        case 5: gemv_panel<T, 5>(x, panel, bias + c, m.in, dst); break;
+        case 4: gemv_panel<T, 4>(x, panel, bias + c, m.in, dst); break;
+        case 3: gemv_panel<T, 3>(x, panel, bias + c, m.in, dst); break;
+        case 2: gemv_panel<T, 2>(x, panel, bias + c, m.in, dst); break;
+        default: gemv_panel<T, 1>(x, panel, bias + c, m.in, dst); break;
+      }
     }
     if (dst == tail) std::copy(tail, tail + (m.out - c), y + c);
   }
+}
+
+// y (out) = bias + x (in) W for one row, on packed weights (bfloat16 ones only where T is float:
+// the constructor refuses them for double).
+template <typename T>
+void gemv(const Packed& m, const T* x, T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (m.bf16) {
+      gemv_panels(m, reinterpret_cast<const uint16_t*>(m.panels.data_ptr<at::BFloat16>()), x, y);
+      return;
+    }
+  }
+  gemv_panels(m, m.panels.data_ptr<T>(), x, y);
 }
 
 template <typename T>
@@ -385,7 +454,8 @@ struct StackStepper::Block {
 StackStepper::StackStepper(const std::string& mixer, std::vector<Tensor> weights, std::vector<double> eps,
                            bool norm_first, bool gelu, std::optional<Tensor> final_weight,
                            std::optional<Tensor> final_bias, double final_eps, int64_t heads, int64_t d_head,
-                           double mixer_eps, std::vector<Tensor> sources, int64_t raw_rows)
+                           double mixer_eps, std::vector<Tensor> sources, int64_t raw_rows,
+                           const std::string& weight_format)
     : norm_first_(norm_first),
       gelu_(gelu),
       final_weight_(std::move(final_weight)),
@@ -407,14 +477,21 @@ StackStepper::StackStepper(const std::string& mixer, std::vector<Tensor> weights
     TORCH_CHECK(weight.scalar_type() == dtype_ && weight.device().is_cpu(), "StackStepper: CPU weights of one dtype");
     weight = weight.contiguous();
   }
+  TORCH_CHECK(weight_format == "float32" || weight_format == "bfloat16",
+              "StackStepper: weight_format 'float32' or 'bfloat16', not '", weight_format, "'");
+  const bool bf16 = weight_format == "bfloat16";
+  TORCH_CHECK(!bf16 || dtype_ == at::kFloat, "StackStepper: bfloat16 weights for a float32 model only");
+  // Past raw_rows the products are ATen's on float weights: with bfloat16 ones, the same rounded values.
+  auto matrix = [bf16](const Tensor& weight) { return bf16 ? weight.to(at::kBFloat16).to(at::kFloat) : weight; };
   for (size_t b = 0; b < weights.size() / kWeightsPerBlock; ++b) {
     const Tensor* w = weights.data() + b * kWeightsPerBlock;
     TORCH_CHECK(w[0].dim() == 2 && w[0].size(0) == d_model && w[0].size(1) == width && w[2].size(0) == d_model &&
                     w[4].size(0) == d_model && w[6].size(1) == d_model && w[4].size(1) == w[6].size(0),
                 "StackStepper: block ", b, "'s weights do not fit d_model ", d_model, " and its mixer");
     TORCH_CHECK(w[4].size(1) == weights[4].size(1), "StackStepper: one feed-forward width in every block");
-    blocks_.push_back({pack(w[0], w[1]), pack(w[2], w[3]), pack(w[4], w[5]), pack(w[6], w[7]), w[0], w[1], w[2],
-                       w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], eps[2 * b], eps[2 * b + 1]});
+    blocks_.push_back({pack(w[0], w[1], bf16), pack(w[2], w[3], bf16), pack(w[4], w[5], bf16),
+                       pack(w[6], w[7], bf16), matrix(w[0]), w[1], matrix(w[2]), w[3], matrix(w[4]), w[5],
+                       matrix(w[6]), w[7], w[8], w[9], w[10], w[11], eps[2 * b], eps[2 * b + 1]});
   }
   versions_.reserve(sources_.size());
   for (const Tensor& source : sources_) versions_.push_back(source._version());
