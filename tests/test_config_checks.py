@@ -9,14 +9,17 @@ import sys
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from recurrent_attention.config import CONFIG_DIR, register_resolvers
 from recurrent_attention.config_checks import (
+    REMOVED_KEYS,
     ConfigError,
     check_added_keys,
     check_config,
     check_group_choices,
     check_override_syntax,
+    check_removed_keys,
 )
 from tests.conftest import ROOT
 from tests.e2e.test_configs import FIRST_TASK_OF_FAMILY
@@ -343,3 +346,42 @@ def test_an_override_hydra_cannot_read_says_how_to_quote_it(args: list[str], lin
 def test_overrides_hydra_reads_pass_the_syntax_check() -> None:
     quoted = "task.datamodule.path='/tmp/my data/données.csv'"
     check_override_syntax(["-m", "model=aaren,transformer", "seed=range(1,3)", quoted, "--cfg", "job"])
+
+
+@pytest.mark.parametrize(
+    ("arg", "line"),
+    [
+        (
+            "task.paper_models=true",
+            "task.paper_models was removed: the CRT paper's LM models are model configs now",
+        ),
+        (
+            "+task.time_every_layer=false",
+            "task.time_every_layer was removed: it is a field of EF's protocol now",
+        ),
+        (
+            "model.backbone.d_model=64",
+            "model.backbone.d_model was removed: the model node is the backbone's config",
+        ),
+    ],
+)
+def test_an_override_of_a_removed_key_names_what_replaced_it(arg: str, line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_removed_keys(["model=crt", arg])
+    assert str(err.value).startswith(line)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("task", "model"),
+    [("lm/ptb", "crt"), ("ef/mimic", "aaren"), ("tsc/japanesevowels", "aaren"), ("video/smarthome_cs", "cr_vit")],
+)
+def test_no_removed_key_is_in_a_composed_config_and_its_neighbours_pass(task: str, model: str) -> None:
+    """The check stops what Hydra would refuse, never a key the configs still hold: none of the removed
+    keys (nor a key under one) is in a family's composed config, and keys beside them pass."""
+    cfg = composed(f"task={task}", f"model={model}")
+    for removed in REMOVED_KEYS:
+        assert OmegaConf.select(cfg, removed, default=None) is None, removed
+    check_removed_keys(
+        ["task.paper_models_note=1", "model.backbones=2", "task.embedding=linear", "task.lr=0.1"]
+    )

@@ -424,6 +424,36 @@ def check_group_choices(args: Sequence[str]) -> None:
                 )
 
 
+REMOVED_KEYS: dict[str, str] = {
+    "task.paper_models": "the CRT paper's LM models are model configs now: model=paper/transformer, "
+    "paper/transformer_xl, paper/crt or paper/crt_gru, under either task.compat (docs/lm.md)",
+    "task.time_every_layer": "it is a field of EF's protocol now: "
+    "task.protocols.<default|reference>.time_every_layer",
+    "task.embeddings": "each TSC protocol names its embedding: task.protocols.<default|reference>.embedding "
+    "(task.embedding picks one for a run)",
+    "task.selection_metric": "it is a field of TSC's protocol now: "
+    "task.protocols.<default|reference>.selection_metric",
+    "task.lr_schedules": "it is a field of TSC's protocol now: "
+    "task.protocols.<default|reference>.lr_scheduler",
+    "task.test_checkpoints": "each video protocol names its checkpoint: task.protocols.<default|reference>."
+    "test_checkpoint (task.test_checkpoint picks one for a run)",
+    "model.backbone": "the model node is the backbone's config now: model.<key>, e.g. model.d_model=64",
+}
+"""Override keys that the protocol objects and the flat model configs removed, and what replaced each
+(a key and every key under it): Hydra's own answer is four lines that do not say where the key went."""
+
+
+def check_removed_keys(args: Sequence[str]) -> None:
+    """An override of a removed key (:data:`REMOVED_KEYS`) is one line naming its replacement."""
+    for arg in args:
+        key = arg.partition("=")[0].lstrip("+~")
+        if arg.startswith("-"):
+            continue
+        for removed, instead in REMOVED_KEYS.items():
+            if key == removed or key.startswith(removed + "."):
+                raise ConfigError(f"{key} was removed: {instead}")
+
+
 # Hydra's flags that take the next word as their value (``--cfg job``), which is no override.
 VALUE_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--cfg", "-c")
 VALUE_FLAGS += ("--package", "-p", "--info", "-i", "--experimental-rerun")

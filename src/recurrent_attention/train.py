@@ -36,6 +36,7 @@ from recurrent_attention.config_checks import (
     check_config,
     check_group_choices,
     check_override_syntax,
+    check_removed_keys,
 )
 from recurrent_attention.data.fingerprint import (
     data_identity,
@@ -307,6 +308,7 @@ def main() -> None:
     try:
         check_override_syntax(sys.argv[1:])  # a path with a space or a non-ASCII letter: how to quote it
         check_group_choices(sys.argv[1:])
+        check_removed_keys(sys.argv[1:])
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)

@@ -213,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             'formula has no relative-position term, although the text charges TR for one ("comparable '
             'to Transformer that has additional cost related to the relative positional encoding"); the '
             "TR rows are our default, absolute-position Transformer, the TR (relative, reference) rows "
-            "model=transformer under task.compat=reference (Transformer-XL's attention with no memory, "
+            "model=paper/transformer (Transformer-XL's attention with no memory, "
             "docs/lm.md), both beside TR's formula. The CRT rows run nn.GRU; equation (4)'s GRU "
-            "(compat=reference) costs the same matrix products.",
+            "(model=paper/crt_gru) costs the same matrix products.",
             "## 16 layers, WikiText-103 sizes (n = 150, 70, 35)",
             table1(wt103, [150, 70, 35]),
             "## 3 layers, PTB segment lengths (n = 70, 35, 17)",
@@ -237,9 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             "no gradient. The paper reports 151M / 151M / 150M parameters and 997 / 1421.3 / 997.5 ms per "
             "batch (Transformer / Transformer-XL / CRT-GRU) on its own GPU; the times here are CPU times. "
             "TR is our default, absolute-position Transformer; TR (relative, reference) is "
-            "model=transformer under task.compat=reference (Transformer-XL's attention with no memory, "
+            "model=paper/transformer (Transformer-XL's attention with no memory, "
             "docs/lm.md), whose count is the paper's Transformer = Transformer-XL. The CRT rows run "
-            "nn.GRU (compat=default); equation (4)'s GRU has 3d fewer parameters per GRU.",
+            "nn.GRU (model=crt_gru); equation (4)'s GRU (model=paper/crt_gru) has 3d fewer parameters "
+            "per GRU.",
             table6(wt103, 150, args.batch_size, args.repeats),
             f"Command: python scripts/lm_cost.py --out {args.out}. Hardware: {hardware}.",
         ]

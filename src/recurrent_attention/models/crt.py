@@ -22,9 +22,9 @@ the Transformer's), so a protocol that fixes them (THP's encoder for event forec
 CRT as for the baseline. ``txl_blocks=True`` builds Transformer-XL's blocks instead (its code, which
 the CRT paper's baseline is: no output bias in attention, one dropout mask on the relative
 encodings for all layers), without position terms while the positional RNN is on: the score is
-then the paper's ``E^T W_q^T W_k E`` (with ``qkv_bias=False``). Under the LM task's
-``compat=reference`` every row of Table 8 builds these blocks, so the rows differ only in the
-part each removes.
+then the paper's ``E^T W_q^T W_k E`` (with ``qkv_bias=False``). In ``model=paper/crt`` (CRT as the
+paper's text describes it, under either protocol) every row of Table 8 builds these blocks, so the
+rows differ only in the part each removes.
 
 Both parts can be switched off (CRT Table 8's ablation): ``memory_token=False`` drops the memory
 token and its RNN, so every segment is processed alone; ``recurrent_positions=False`` drops the
@@ -33,9 +33,9 @@ derives ``absolute_positions`` from this switch). With both off the model is the
 Transformer applied segment by segment, with the same parameters and the same initial weights.
 ``relative_positions=True`` (only without the positional RNN, with ``txl_blocks``) gives those
 blocks Transformer-XL's relative attention, with no memory: the paper's baseline Transformer has relative
-positions (its section 3) and Table 8 starts from it, so under the LM task's ``compat=reference``
-the rows without the RNN positional encoding keep the baseline's positions, and with both parts off
-the model is that baseline (``model=transformer``), weight for weight.
+positions (its section 3) and Table 8 starts from it, so in ``model=paper/crt`` the rows without
+the RNN positional encoding keep the baseline's positions, and with both parts off the model is that
+baseline (``model=paper/transformer``), weight for weight.
 
 State = ``(memory, positional RNN state, buffer)``; a part that is off (or reset) keeps its entry
 at zero. ``forward`` splits ``x`` into segments and, with ``bptt=True``, keeps the graph through
