@@ -374,7 +374,12 @@ def test_an_override_of_a_removed_key_names_what_replaced_it(arg: str, line: str
 
 @pytest.mark.parametrize(
     ("task", "model"),
-    [("lm/ptb", "crt"), ("ef/mimic", "aaren"), ("tsc/japanesevowels", "aaren"), ("video/smarthome_cs", "cr_vit")],
+    [
+        ("lm/ptb", "crt"),
+        ("ef/mimic", "aaren"),
+        ("tsc/japanesevowels", "aaren"),
+        ("video/smarthome_cs", "cr_vit"),
+    ],
 )
 def test_no_removed_key_is_in_a_composed_config_and_its_neighbours_pass(task: str, model: str) -> None:
     """The check stops what Hydra would refuse, never a key the configs still hold: none of the removed
