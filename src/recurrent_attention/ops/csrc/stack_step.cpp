@@ -112,7 +112,6 @@ Packed pack(const Tensor& weight_t, const Tensor& bias, bool bf16) {
   return {at::cat(panels), padded_bias, in, out, padded, bf16};
 }
 
-
 // y (kVectors * lanes) = bias + x W over one panel: the accumulators stay in registers and the
 // panel is read once, front to back.
 template <typename T, int kVectors>
@@ -169,6 +168,16 @@ inline void gemv_panel_bf16(const float* x, const uint16_t* panel, const float* 
   for (int k = 0; k < kVectors; ++k) store(y + k * lanes, acc[k]);
 }
 
+// The panel kernel for weights of type W: T's own, or bfloat16 bits.
+template <typename T, int kVectors, typename W>
+inline void gemv_panel_of(const T* x, const W* panel, const T* bias, int64_t in, T* y) {
+  if constexpr (std::is_same_v<W, uint16_t>) {
+    gemv_panel_bf16<kVectors>(x, panel, bias, in, y);
+  } else {
+    gemv_panel<T, kVectors>(x, panel, bias, in, y);
+  }
+}
+
 // y (out) = bias + x (in) W for one row, on panels of weights of type W (T, or bfloat16 bits).
 template <typename T, typename W>
 void gemv_panels(const Packed& m, const W* panels, const T* x, T* y) {
@@ -179,28 +188,15 @@ void gemv_panels(const Packed& m, const W* panels, const T* x, T* y) {
     const int64_t vectors = std::min(width, m.padded - c) / lanes;
     T* dst = c + vectors * lanes <= m.out ? y + c : tail;  // the last panel's padding goes to tail
     const W* panel = panels + m.in * c;
-    if constexpr (std::is_same_v<W, uint16_t>) {
-      switch (vectors) {
-        case 8: gemv_panel_bf16<8>(x, panel, bias + c, m.in, dst); break;
-        case 7: gemv_panel_bf16<7>(x, panel, bias + c, m.in, dst); break;
-        case 6: gemv_panel_bf16<6>(x, panel, bias + c, m.in, dst); break;
-        case 5: gemv_panel_bf16<5>(x, panel, bias + c, m.in, dst); break;
-        case 4: gemv_panel_bf16<4>(x, panel, bias + c, m.in, dst); break;
-        case 3: gemv_panel_bf16<3>(x, panel, bias + c, m.in, dst); break;
-        case 2: gemv_panel_bf16<2>(x, panel, bias + c, m.in, dst); break;
-        default: gemv_panel_bf16<1>(x, panel, bias + c, m.in, dst); break;
-      }
-    } else {
-      switch (vectors) {
-        case 8: gemv_panel<T, 8>(x, panel, bias + c, m.in, dst); break;
-        case 7: gemv_panel<T, 7>(x, panel, bias + c, m.in, dst); break;
-        case 6: gemv_panel<T, 6>(x, panel, bias + c, m.in, dst); break;
-        case 5: gemv_panel<T, 5>(x, panel, bias + c, m.in, dst); break;
-        case 4: gemv_panel<T, 4>(x, panel, bias + c, m.in, dst); break;
-        case 3: gemv_panel<T, 3>(x, panel, bias + c, m.in, dst); break;
-        case 2: gemv_panel<T, 2>(x, panel, bias + c, m.in, dst); break;
-        default: gemv_panel<T, 1>(x, panel, bias + c, m.in, dst); break;
-      }
+    switch (vectors) {
+      case 8: gemv_panel_of<T, 8>(x, panel, bias + c, m.in, dst); break;
+      case 7: gemv_panel_of<T, 7>(x, panel, bias + c, m.in, dst); break;
+      case 6: gemv_panel_of<T, 6>(x, panel, bias + c, m.in, dst); break;
+      case 5: gemv_panel_of<T, 5>(x, panel, bias + c, m.in, dst); break;
+      case 4: gemv_panel_of<T, 4>(x, panel, bias + c, m.in, dst); break;
+      case 3: gemv_panel_of<T, 3>(x, panel, bias + c, m.in, dst); break;
+      case 2: gemv_panel_of<T, 2>(x, panel, bias + c, m.in, dst); break;
+      default: gemv_panel_of<T, 1>(x, panel, bias + c, m.in, dst); break;
     }
     if (dst == tail) std::copy(tail, tail + (m.out - c), y + c);
   }
