@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -82,29 +84,59 @@ def test_no_task_reads_a_model_key_with_a_silent_default() -> None:
     assert not silent, f"task configs read model keys with a default: {silent}"
 
 
-# The segment and memory lengths CRT and Transformer-XL take from a task that works in segments
-# (LM), with a default elsewhere: the reads of task keys left in the model configs.
-SEGMENT_READS = {
-    "crt.yaml": "seg_len: ${oc.select:task.seg_len,64}",
-    "transformer_xl.yaml": "mem_len: ${oc.select:task.mem_len,128}",
-}
-
-
 def test_model_configs_read_no_task_key_and_name_their_class() -> None:
     """A model config builds the same class with the same options under every task (issue 68): it
-    reads no task key (but the segment lengths above) and names its class as a literal, never by a
-    resolver on another value."""
+    reads no task key and names its class as a literal, never by a resolver on another value."""
     reads, chosen = {}, []
     for path in sorted((CONFIG_DIR / "model").rglob("*.yaml")):
         raw = OmegaConf.load(path)
         name = str(path.relative_to(CONFIG_DIR / "model"))
-        text = OmegaConf.to_yaml(raw)
-        lines = [line for line in text.splitlines() if "task." in line]
+        lines = [line for line in OmegaConf.to_yaml(raw).splitlines() if "task." in line]
         if lines:
             reads[name] = "; ".join(lines)
         if "_target_" in raw and "${" in OmegaConf.to_container(raw)["_target_"]:
             chosen.append(name)
-    assert reads == SEGMENT_READS and not chosen
+    assert not reads and not chosen
+
+
+def test_every_fit_file_names_a_family_and_a_model() -> None:
+    """``conf/fit/<family>/<model>.yaml`` is an optional default: a file whose family or model is
+    misspelt would never be read, and its model would silently keep its own value."""
+    families = {p.stem for p in (CONFIG_DIR / "family").glob("*.yaml")} - {"none"}
+    model_dir = CONFIG_DIR / "model"
+    models = {str(p.relative_to(model_dir).with_suffix("")) for p in model_dir.rglob("*.yaml")}
+    fits = [p.relative_to(CONFIG_DIR / "fit").with_suffix("") for p in (CONFIG_DIR / "fit").rglob("*.yaml")]
+    orphans = [str(f) for f in fits if f.parts[0] not in families or str(Path(*f.parts[1:])) not in models]
+    assert fits and not orphans, f"conf/fit files no run reads: {orphans}"
+
+
+def test_every_task_names_its_family() -> None:
+    """The family a task's defaults pick (``override /family: <name>``) is the folder it lives in: it
+    selects the fit files (conf/train.yaml) and the tables a run lands in (``task.family``)."""
+    bases = sorted((CONFIG_DIR / "task").glob("*/_base.yaml"))
+    wrong = [b.parent.name for b in bases if f"- override /family: {b.parent.name}\n" not in b.read_text()]
+    assert bases and not wrong, f"task/<family>/_base.yaml without its family in its defaults: {wrong}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "expected"),
+    [
+        (["task=lm/ptb", "model=crt", "task.seg_len=35"], "seg_len", 35),
+        (["task=lm/ptb", "model=paper/crt_gru", "task.seg_len=17"], "seg_len", 17),
+        (["task=lm/wt103", "model=paper/transformer_xl"], "mem_len", 150),
+        (["task=lm/ptb", "model=transformer_xl", "task.mem_len=9"], "mem_len", 9),
+        (["task=lm/ptb", "model=crt", "task.seg_len=35", "model.seg_len=5"], "seg_len", 5),
+        (["task=tsf/etth1", "model=crt"], "seg_len", 64),
+        (["task=ef/mimic", "model=transformer_xl"], "mem_len", 128),
+    ],
+)
+def test_segment_lengths_follow_the_lm_task_only(overrides: list[str], key: str, expected: int) -> None:
+    """CRT's segment and Transformer-XL's memory are LM's segments under LM (conf/fit/lm/), their
+    model's own value elsewhere, and the command line's over both."""
+    register_resolvers()
+    with initialize_config_dir(str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    assert cfg.model[key] == expected
 
 
 EXPERIMENTS = options("experiment", 2)
