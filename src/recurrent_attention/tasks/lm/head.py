@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from recurrent_attention.layers import sinusoidal_positions
 from recurrent_attention.models.base import Backbone, State
+from recurrent_attention.tasks.positions import sinusoidal_positions
 
 
 class AdaptiveSoftmax(nn.Module):

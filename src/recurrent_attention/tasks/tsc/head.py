@@ -22,8 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from recurrent_attention.layers import sinusoidal_positions
 from recurrent_attention.models.base import Backbone
+from recurrent_attention.tasks.positions import sinusoidal_positions
 
 HEADS = ("flatten", "last")
 EMBEDDINGS = ("linear", "tslib_conv")

@@ -1,4 +1,7 @@
-"""Fixed sinusoidal position encodings (Vaswani et al. 2017), as TSLib's PositionalEmbedding."""
+"""Fixed sinusoidal position encodings (Vaswani et al. 2017), as TSLib's PositionalEmbedding.
+
+The heads of TSF, TSC and LM add them to their embeddings (LM only where no model gives positions).
+"""
 
 from __future__ import annotations
 
