@@ -1,17 +1,16 @@
 """Aaren Table 1: D4RL-normalised score per environment and dataset, Transformer vs Aaren.
 
-Runs on the 12 registered D4RL files are set beside the paper's scores. The paper ran
-min-decision-transformer, which plays window-mode episodes every 100 updates and prints the best
-score seen: under ``compat=reference`` (``experiment=aaren/rl``) the paper's column stands beside
-that best-of-evaluations score (``score_best_periodic``); under ``compat=default`` beside the last
-checkpoint's ``score_window``. Runs on any other data (a self-collected
-task, or ``task.datamodule.path=`` on a D4RL task) go to a separate table that says so and has no
-paper column: its numbers are not comparable with D4RL's. Runs on the datasets D4RL's recipe made
-here (``make rl-data-sac``; tasks ``<env>_<kind>_sac``) get one table per preset and protocol with
-every dataset's rows, the normalised score of each rollout mode, the mean return of the data the run
-learnt from (raw and normalised, from its summary), and D4RL's published numbers in the notes only,
-labelled as coming from different data.
-"""
+Runs on the 12 registered D4RL files are set beside the paper's scores. The paper ran min-decision-
+transformer, which plays window-mode episodes every 100 updates and prints the best score seen:
+where the runs' protocol evaluated periodically (``periodic_eval``: ``compat=reference``,
+``experiment=aaren/rl``) the paper's column stands beside that best-of-evaluations score
+(``score_best_periodic``); otherwise beside the last checkpoint's ``score_window``. Runs on any
+other data (a self-collected task, or ``task.datamodule.path=`` on a D4RL task) go to a separate
+table that says so and has no paper column: its numbers are not comparable with D4RL's. Runs on the
+datasets D4RL's recipe made here (``make rl-data-sac``; tasks ``<env>_<kind>_sac``) get one table
+per preset and protocol with every dataset's rows, the normalised score of each rollout mode, the
+mean return of the data the run learnt from (raw and normalised, from its summary), and D4RL's
+published numbers in the notes only, labelled as coming from different data. """
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ MODES = ("window", "stream", "staggered")
 METRICS = [f"{kind}_{mode}" for kind in ("score", "return", "length") for mode in MODES]
 # where the evaluation time goes: model milliseconds per batched step, environment steps per second
 SPEED_METRICS = [f"{kind}_{mode}" for kind in ("ms_per_step", "env_steps_per_s") for mode in MODES]
-# min-DT's best-of-periodic-evaluations score, which compat=reference records
+# min-DT's best-of-periodic-evaluations score, which a protocol with periodic_eval records
 BEST_OF = "score_best_periodic"
 # the datasets D4RL's recipe made here (conf/task/rl/<env>_<kind>_sac.yaml, `make rl-data-sac`)
 RECIPE_SUFFIX = "_sac"
@@ -121,11 +120,19 @@ def _paper(reference: pd.DataFrame, row: dict, metric: str, compared: str) -> tu
     return aaren_paper(reference, row, key[1], env=key[0])
 
 
+def _evaluated_periodically(part: pd.DataFrame) -> bool:
+    """Whether the runs' protocol also played the policy during training (``periodic_eval``), read
+    from what they recorded: their best score among those evaluations."""
+    column = f"metric.{BEST_OF}"
+    return column in part and bool(part[column].notna().any())
+
+
 def _d4rl_contents(
     part: pd.DataFrame, preset: str, compat: str, reference: pd.DataFrame | None
 ) -> tuple[pd.DataFrame, list[str]]:
-    compared = BEST_OF if compat == "reference" else "score_window"
-    metrics = [BEST_OF, *METRICS] if compat == "reference" else METRICS
+    periodic = _evaluated_periodically(part)
+    compared = BEST_OF if periodic else "score_window"
+    metrics = [BEST_OF, *METRICS] if periodic else METRICS
     lookup = partial(_paper, reference, compared=compared)
     frame, run_notes = compare(part, ["dataset"], metrics, reference, lookup, digits=1)
     notes = [
@@ -198,7 +205,8 @@ def _recipe_tables(runs: pd.DataFrame, reference_dir: Path | None) -> list[Table
     for (preset, compat), part in runs.groupby(["preset", "compat"], dropna=False):
         tasks = sorted(part["task"].unique())
         scores = [f"score_{mode}" for mode in MODES]
-        metrics = [BEST_OF, *scores] if compat == "reference" else scores
+        periodic = _evaluated_periodically(part)
+        metrics = [BEST_OF, *scores] if periodic else scores
         frame, run_notes = compare(
             part, ["task", "dataset"], metrics, None, _no_paper, digits=1, means=list(DATA_COLUMNS)
         )
@@ -212,7 +220,7 @@ def _recipe_tables(runs: pd.DataFrame, reference_dir: Path | None) -> list[Table
             "data mean return / data mean score: the mean return of the offline episodes the run learnt "
             "from (raw; D4RL-normalised), as its summary recorded at train time; a return-conditioned "
             "policy should beat it on medium_replay and approach the expert part on medium_expert.",
-            *([BEST_OF_NOTE] if compat == "reference" else []),
+            *([BEST_OF_NOTE] if periodic else []),
             *different_data_notes(tasks, reference),
             *diagnosis_notes(tasks),
             *run_notes,
