@@ -1,16 +1,18 @@
 """Aaren Table 1: D4RL-normalised score per environment and dataset, Transformer vs Aaren.
 
-Runs on the 12 registered D4RL files are set beside the paper's scores. The paper ran min-decision-
-transformer, which plays window-mode episodes every 100 updates and prints the best score seen:
-where the runs' protocol evaluated periodically (``periodic_eval``: ``compat=reference``,
-``experiment=aaren/rl``) the paper's column stands beside that best-of-evaluations score
-(``score_best_periodic``); otherwise beside the last checkpoint's ``score_window``. Runs on any
-other data (a self-collected task, or ``task.datamodule.path=`` on a D4RL task) go to a separate
-table that says so and has no paper column: its numbers are not comparable with D4RL's. Runs on the
-datasets D4RL's recipe made here (``make rl-data-sac``; tasks ``<env>_<kind>_sac``) get one table
-per preset and protocol with every dataset's rows, the normalised score of each rollout mode, the
-mean return of the data the run learnt from (raw and normalised, from its summary), and D4RL's
-published numbers in the notes only, labelled as coming from different data. """
+Runs on the 12 registered D4RL files are set beside the paper's scores. The paper ran
+min-decision-transformer, which plays window-mode episodes every 100 updates and prints the best
+score seen: where the runs' protocol evaluated periodically (``periodic_eval``:
+``compat=reference``, ``experiment=aaren/rl``) the paper's column stands beside that
+best-of-evaluations score (``score_best_periodic``); otherwise beside the last checkpoint's
+``score_window``. Runs on any other data (a self-collected task, or ``task.datamodule.path=`` on a
+D4RL task) go to a separate table that says so and has no paper column: its numbers are not
+comparable with D4RL's. Runs on the datasets D4RL's recipe made here (``make rl-data-sac``; tasks
+``<env>_<kind>_sac``) get one table per preset and protocol with every dataset's rows, the
+normalised score of each rollout mode, the mean return of the data the run learnt from (raw and
+normalised, from its summary), and D4RL's published numbers in the notes only, labelled as coming
+from different data.
+"""
 
 from __future__ import annotations
 
