@@ -20,7 +20,7 @@ BELOW_DEPLOY = ("models", "ops", "deploy")
 """What deploy/ may import of the package."""
 LAYERS = (
     ("errors",),
-    ("ops", "layers", "data", "migration"),
+    ("ops", "data", "migration"),
     ("models",),
     ("deploy",),
     ("runs",),

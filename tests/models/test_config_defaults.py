@@ -16,10 +16,12 @@ from recurrent_attention.config import CONFIG_DIR, RUN_KEYS
 from tests.helpers.backbones import model_config
 
 MODEL_FILES = sorted((CONFIG_DIR / "model").glob("*.yaml"))
-# The one option whose class default is another reading's: TransformerXL draws one positional
-# dropout mask for all layers as Transformer-XL's code (model=paper/transformer_xl, and the paper's
-# Transformer, which is that class); model=transformer_xl keeps the mask per layer its runs had.
-OTHER_READING = {"transformer_xl.yaml": {"shared_position_dropout"}}
+# The options whose class default is another reading's. TransformerXL draws one positional dropout
+# mask for all layers as Transformer-XL's code (model=paper/transformer_xl, and the paper's
+# Transformer, which is that class); model=transformer_xl keeps the mask per layer its runs had. Its
+# memory is none by default (mem_len 0: the paper's Transformer, model=paper/transformer, which sets
+# no mem_len); model=transformer_xl keeps 128 tokens (LM's segment under LM: conf/fit/lm/).
+OTHER_READING = {"transformer_xl.yaml": {"shared_position_dropout", "mem_len"}}
 
 
 def literal_options(path: Path) -> dict[str, object]:
