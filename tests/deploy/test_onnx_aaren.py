@@ -145,3 +145,21 @@ def test_a_push_flushes_denormals_while_onnxruntime_runs_and_then_leaves_the_fla
         assert (torch.tensor([1e-39]) * 1.0).item() == (0.0 if flushed_before else pytest.approx(1e-39))
     finally:
         torch.set_flush_denormal(False)
+
+
+@needs_onnx
+def test_a_push_leaves_the_flag_as_the_thread_has_it_now_not_as_it_was_when_the_stream_was_made(
+    exported,
+) -> None:
+    """The flag is read at each push: a caller that turns flushing on after making the stream keeps it
+    on, and one that turns it off again keeps it off."""
+    model, path = exported
+    try:
+        torch.set_flush_denormal(False)
+        stream = OnnxStream(path, model.init_state(1))
+        for flushed in (True, False):
+            torch.set_flush_denormal(flushed)
+            stream.push(np.ones((1, D_MODEL), np.float32))
+            assert denormals_flushed() == flushed
+    finally:
+        torch.set_flush_denormal(False)

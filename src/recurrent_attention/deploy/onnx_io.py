@@ -56,17 +56,20 @@ def onnx_session(path: str | Path, threads: int, batch: int | None = None) -> ob
 
 
 Result = TypeVar("Result")
+# A denormal float32 and one: their product reads back as zero only where denormals are flushed.
+_DENORMAL, _ONE = np.float32(1e-39), np.float32(1.0)
 
 
 def denormals_flushed() -> bool:
     """Whether this thread flushes denormal floats to zero now (x86's FTZ/DAZ, as
-    ``torch.set_flush_denormal(True)`` sets them): a denormal times one reads back as zero."""
-    return bool(np.float32(1e-39) * np.float32(1.0) == 0)
+    ``torch.set_flush_denormal(True)`` sets them)."""
+    return bool(_DENORMAL * _ONE == 0)
 
 
-def run_flushing_denormals(run: Callable[[], Result], flushed_after: bool) -> Result:
+def run_flushing_denormals(run: Callable[[], Result]) -> Result:
     """``run()`` (an onnxruntime session's run) with this thread flushing denormal floats to zero, then
-    the flag set back to ``flushed_after`` (what the thread had: :func:`denormals_flushed`).
+    the thread's flag as it was before the call (read at each call, ~0.2 µs: a stream may be pushed
+    from another thread than the one that made it, or after its caller changed the flag).
 
     A session's kernels can meet denormals in lanes whose results are thrown away (memory the session
     never wrote), and each costs a microcode assist: the same session of Aaren's exported step took
@@ -76,8 +79,9 @@ def run_flushing_denormals(run: Callable[[], Result], flushed_after: bool) -> Re
     the calling thread for good, and with it every later torch and numpy operation there: here it
     holds for the run only. With more than one thread, onnxruntime's pool threads keep their own flag.
     """
+    flushed_before = denormals_flushed()
     torch.set_flush_denormal(True)
     try:
         return run()
     finally:
-        torch.set_flush_denormal(flushed_after)
+        torch.set_flush_denormal(flushed_before)

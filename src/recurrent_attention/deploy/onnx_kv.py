@@ -24,7 +24,6 @@ from torch import Tensor, nn
 from recurrent_attention.deploy.lean import final_norm_arguments, lean_block, lean_block_step
 from recurrent_attention.deploy.mixers import attention_weights, heads_qkv
 from recurrent_attention.deploy.onnx_io import (
-    denormals_flushed,
     onnx_session,
     run_flushing_denormals,
     write_onnx,
@@ -148,7 +147,6 @@ class OnnxKVStream:
             self._binding.bind_ortvalue_input(name, value)
         for name, value in zip(OUTPUT_NAMES, self._outputs, strict=True):
             self._binding.bind_ortvalue_output(name, value)
-        self._flushed = denormals_flushed()  # the thread's flag, set back after each push
 
     @property
     def cache_bytes(self) -> int:
@@ -162,7 +160,7 @@ class OnnxKVStream:
                 f"the stream's KV cache is full ({self.capacity} tokens): start one with more capacity"
             )
         self._x[...] = x_t
-        run_flushing_denormals(lambda: self.session.run_with_iobinding(self._binding), self._flushed)
+        run_flushing_denormals(lambda: self.session.run_with_iobinding(self._binding))
         y_t, k_t, v_t = (value.numpy() for value in self._outputs)
         self._k[..., self.position, :] = k_t
         self._v[..., self.position, :] = v_t

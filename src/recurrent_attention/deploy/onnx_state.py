@@ -28,7 +28,6 @@ from torch import Tensor, nn
 from recurrent_attention.deploy.lean import final_norm_arguments, lean_block, lean_block_step
 from recurrent_attention.deploy.mixers import Mixer
 from recurrent_attention.deploy.onnx_io import (
-    denormals_flushed,
     onnx_session,
     run_flushing_denormals,
     write_onnx,
@@ -122,7 +121,6 @@ class StateStream:
         self._states = [[ort.OrtValue.ortvalue_from_numpy(part.copy()) for part in parts] for _ in range(2)]
         self._bindings = [self._binding(reads=k) for k in range(2)]
         self._current = 0
-        self._flushed = denormals_flushed()  # the thread's flag, set back after each push
 
     def _binding(self, reads: int) -> object:
         """Token and output bound once; state read from buffer set ``reads``, written to the other."""
@@ -141,7 +139,7 @@ class StateStream:
         """The output for token ``x_t (batch, d_model)`` (a new array); the state moves on."""
         self._x.update_inplace(np.ascontiguousarray(x_t, dtype=np.float32))
         binding = self._bindings[self._current]
-        run_flushing_denormals(lambda: self.session.run_with_iobinding(binding), self._flushed)
+        run_flushing_denormals(lambda: self.session.run_with_iobinding(binding))
         self._current ^= 1
         return self._y.numpy()
 
