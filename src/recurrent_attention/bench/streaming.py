@@ -252,13 +252,9 @@ def _one_round(
                     runners[f"{name}_cat"] = Runner(model.step, tokens, state)
                     sizes[f"{name}_cat"] = nbytes
                     state = [with_capacity(*c.tokens(), n + len(tokens)) for c in state]
-                runners[name], sizes[name] = Runner(steppers[name].step, tokens, state), nbytes
-                for variant, (model_name, _) in variants.items():
-                    if model_name == name:
-                        runners[variant], sizes[variant] = (
-                            Runner(steppers[variant].step, tokens, state),
-                            nbytes,
-                        )
+                # the model's deployed step and its variants, from the same state on the same tokens
+                for stepped in (name, *(v for v, (model_name, _) in variants.items() if model_name == name)):
+                    runners[stepped], sizes[stepped] = Runner(steppers[stepped].step, tokens, state), nbytes
                 for export_name, (model_name, start) in (exported or {}).items():
                     if model_name == name:
                         # An exported cache attends to all its slots (the unused ones masked): its
